@@ -1,0 +1,1 @@
+"""The search activities: ripgrep-backed glob and grep for one workspace."""

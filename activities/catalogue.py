@@ -1,0 +1,162 @@
+"""Pure: the model-facing tool definitions and system prompt segments."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fs_search.activities.models import MAX_READ_SPILL_LINES, ToolSpec
+
+# The seed's guidance texts, verbatim.
+GLOB_PROMPT_SAMPLED = (
+    "Use the glob tool \u2014 not shell find \u2014 to discover files by path pattern. A pattern "
+    'with no "/" matches basenames at any depth, so "*" matches every file in the tree rather '
+    "than its top level. Results are files only, never directories, and include hidden and "
+    "ignored files: a result that fits comes back in modification-time order, while a larger "
+    "one is sampled across top-level entries, so it spans the tree instead of one subtree."
+)
+GLOB_PROMPT_HEAD = (
+    "Use the glob tool \u2014 not shell find \u2014 to discover files by path pattern. A pattern "
+    'with no "/" matches basenames at any depth, so "*" matches every file in the tree rather '
+    "than its top level. Results are files only, never directories, and include hidden and "
+    "ignored files: a result that fits comes back in modification-time order, while a larger "
+    "one keeps the modification-time-ordered head."
+)
+GREP_PROMPT = (
+    "Use the grep tool \u2014 not shell grep or rg \u2014 to search file contents. Use read on a "
+    "matched file when you need surrounding context."
+)
+READ_SPILL_PROMPT = (
+    "When a glob or grep result says its complete output was saved to an s3:// locator, "
+    "page through it with the read_spill tool."
+)
+
+
+def _schema(properties: dict[str, dict[str, Any]], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+_PATH_GLOB = {
+    "type": "string",
+    "description": (
+        "Directory to search in, relative to the working directory or absolute. "
+        "Omit to search the working directory."
+    ),
+}
+_PATH_GREP = {
+    "type": "string",
+    "description": (
+        "File or directory to search, relative to the working directory or absolute. "
+        "Omit to search the working directory."
+    ),
+}
+
+
+def glob_tool(*, sample_over_cap: bool, cap: int) -> ToolSpec:
+    """The glob tool; its description states how over-cap results are ordered."""
+    if sample_over_cap:
+        over = (
+            f"When more than {cap} files match, the result is sampled across the entries "
+            "directly under the search path (one file per entry per round) so it spans the "
+            "tree, and says how many entries it reached."
+        )
+    else:
+        over = (
+            f"When more than {cap} files match, the result keeps the {cap} least recently "
+            "modified files and says how many more there are."
+        )
+    return ToolSpec(
+        name="glob",
+        description=(
+            "Find files by glob pattern (ripgrep glob syntax), matched relative to the search "
+            "path. A pattern without '/' matches file names at any depth; '**' crosses "
+            "directories; '{a,b}' alternates. Lists files only, including hidden and ignored "
+            "ones, never VCS metadata; results are ordered by modification time, oldest "
+            f"first. {over}"
+        ),
+        input_schema=_schema(
+            {
+                "pattern": {
+                    "type": "string",
+                    "description": "Glob pattern, e.g. '*.py', 'src/**/*.ts', '**/test_*.py'.",
+                },
+                "path": _PATH_GLOB,
+            },
+            ["pattern"],
+        ),
+    )
+
+
+def grep_tool(*, cap: int, line_bytes: int) -> ToolSpec:
+    """The grep tool."""
+    return ToolSpec(
+        name="grep",
+        description=(
+            "Search file contents with a regular expression (Rust regex syntax, as ripgrep; "
+            "no look-around or backreferences). Respects .gitignore/.ignore, includes hidden "
+            "files, skips VCS metadata and binary files. Returns matching lines grouped by "
+            f"file as 'Line N: <text>', ordered by path then line; at most {cap} lines are "
+            f"shown and each is cut at {line_bytes} bytes."
+        ),
+        input_schema=_schema(
+            {
+                "pattern": {
+                    "type": "string",
+                    "description": "Regular expression to search for, e.g. 'def \\w+', 'TODO'.",
+                },
+                "path": _PATH_GREP,
+                "include": {
+                    "type": "string",
+                    "description": (
+                        "One glob limiting which files are searched, e.g. '*.py' or "
+                        "'*.{ts,tsx}' (no comma-separated lists, no '!')."
+                    ),
+                },
+            },
+            ["pattern"],
+        ),
+    )
+
+
+def read_spill_tool() -> ToolSpec:
+    """The read_spill tool, offered when spill artifacts live where ``read`` cannot go."""
+    return ToolSpec(
+        name="read_spill",
+        description=(
+            "Read a page of a saved complete glob or grep result by its s3:// locator, by "
+            f"line: offset (0-based, default 0) and limit (default and maximum "
+            f"{MAX_READ_SPILL_LINES})."
+        ),
+        input_schema=_schema(
+            {
+                "locator": {"type": "string", "description": "The s3:// locator from a result."},
+                "offset": {"type": "integer", "minimum": 0, "description": "First line, 0-based."},
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": MAX_READ_SPILL_LINES,
+                    "description": "Number of lines.",
+                },
+            },
+            ["locator"],
+        ),
+    )
+
+
+def tools_and_prompts(
+    *, sample_over_cap: bool, glob_cap: int, grep_cap: int, line_bytes: int, read_spill: bool
+) -> tuple[list[ToolSpec], list[str]]:
+    """Tool definitions and prompt segments (glob variant of the mode, then grep)."""
+    tools = [
+        glob_tool(sample_over_cap=sample_over_cap, cap=glob_cap),
+        grep_tool(cap=grep_cap, line_bytes=line_bytes),
+    ]
+    prompts = [GLOB_PROMPT_SAMPLED if sample_over_cap else GLOB_PROMPT_HEAD, GREP_PROMPT]
+    if read_spill:
+        tools.append(read_spill_tool())
+        prompts.append(READ_SPILL_PROMPT)
+    return tools, prompts

@@ -1,0 +1,91 @@
+"""Pure: argument checks and the fixed rg argv of each tool (never a shell string)."""
+
+from __future__ import annotations
+
+# VCS metadata directories, excluded at any depth. They come after the user's glob:
+# rg lets the later of several matching globs win, so `**` cannot re-include them.
+VCS_DIRS = (".git", ".svn", ".hg", ".bzr", ".jj", ".sl")
+# Results never depend on the host's rg config file or global gitignore.
+_ISOLATION = ("--no-config", "--no-ignore-global")
+_VCS_EXCLUSIONS = tuple(f"--glob=!{name}" for name in VCS_DIRS)
+
+
+def pattern_problem(pattern: str) -> str | None:
+    """Why a pattern is refused before rg sees it, or None."""
+    if not pattern.strip():
+        return "pattern must not be blank"
+    return None
+
+
+def include_problem(include: str | None) -> str | None:
+    """Why an ``include`` glob is refused, or None.
+
+    ``include`` is one positive glob: brace alternation (``*.{ts,tsx}``) is fine, a
+    comma-separated list or a negation is not.
+    """
+    if include is None:
+        return None
+    if include.startswith("!"):
+        return f"include {include!r} must be a positive glob (no leading '!')"
+    depth = 0
+    escaped = False
+    for char in include:
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char == "{":
+            depth += 1
+        elif char == "}":
+            depth = max(depth - 1, 0)
+        elif char == "," and depth == 0:
+            return (
+                f"include {include!r} must be one glob, not a comma-separated list; "
+                "use braces for alternatives, e.g. *.{ts,tsx}"
+            )
+    return None
+
+
+def for_glob(pattern: str, *, rg: str) -> list[str]:
+    """rg's argv for a glob call; rg runs in the search root so the pattern is anchored there."""
+    return [
+        rg,
+        *_ISOLATION,
+        "--files",
+        "--null",
+        "--sort=modified",
+        "--no-ignore",
+        "--hidden",
+        f"--glob={pattern}",
+        *_VCS_EXCLUSIONS,
+    ]
+
+
+def for_grep(
+    pattern: str,
+    *,
+    rg: str,
+    include: str | None = None,
+    file_arg: str | None = None,
+    threads: int | None = None,
+) -> list[str]:
+    """rg's argv for a grep call.
+
+    The pattern follows ``-e`` so a leading ``-`` is searched literally; a file target is
+    named after ``--`` so its name is never read as a flag.
+    """
+    argv = [rg, *_ISOLATION, "--json", "--hidden"]
+    if threads is not None:
+        argv.append(f"--threads={threads}")
+    if include:
+        argv.append(f"--glob={include}")
+    argv.extend(_VCS_EXCLUSIONS)
+    argv += ["-e", pattern]
+    if file_arg is not None:
+        argv += ["--", file_arg]
+    return argv
+
+
+def for_probe(*, rg: str) -> list[str]:
+    """rg's argv for the start-up probe."""
+    return [rg, "--version"]

@@ -1,0 +1,86 @@
+"""The worker's validated settings and their ``FS_SEARCH_*`` environment names."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+ENV_PREFIX = "FS_SEARCH_"
+
+
+class ConfigError(ValueError):
+    """A setting is missing or invalid; the message names the key."""
+
+
+class FsSearchConfig(BaseModel):
+    """Every knob of a worker. Frozen; invalid values are refused at start-up."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # No default: a deployment must choose how over-cap glob pages are selected.
+    sample_over_cap_glob_results: bool
+    glob_max_results: int = Field(100, ge=1)
+    grep_max_matches: int = Field(250, ge=1)
+    grep_max_line_bytes: int = Field(2000, ge=1)
+    raw_output_max_bytes: int = Field(20_000_000, ge=1)
+    timeout_ms: int = Field(30_000, ge=1)
+    spill_url: str | None = None
+    s3_endpoint_url: str | None = None
+    spill_ttl_hours: float = Field(72.0, gt=0)
+    trace_patterns: bool = False
+    rg_path: str | None = None
+    # rg's own worker threads per search (None: rg decides). With many concurrent
+    # searches on few cores, 1-2 avoids oversubscription.
+    rg_threads: int | None = Field(None, ge=1)
+    # Searches run at once on this worker (Temporal's max_concurrent_activities).
+    max_concurrent_searches: int = Field(16, ge=1)
+
+    @classmethod
+    def env_name(cls, key: str) -> str:
+        """The environment variable that sets ``key``."""
+        return f"{ENV_PREFIX}{key.upper()}"
+
+    @classmethod
+    def load(
+        cls,
+        *,
+        getenv: Callable[[str], str | None] = os.environ.get,
+        overrides: Mapping[str, Any] | None = None,
+    ) -> FsSearchConfig:
+        """Build the settings from the environment, with explicit overrides on top.
+
+        Raises:
+            ConfigError: a key is missing or invalid; the message names the key.
+        """
+        values: dict[str, Any] = {}
+        for key in cls.model_fields:
+            raw = getenv(cls.env_name(key))
+            if raw is not None and raw.strip() != "":
+                values[key] = raw.strip()
+        values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+        try:
+            return cls.model_validate(values)
+        except ValidationError as e:
+            raise ConfigError(_describe(e)) from None
+
+
+def _describe(error: ValidationError) -> str:
+    lines = []
+    for item in error.errors():
+        key = str(item["loc"][0]) if item["loc"] else "?"
+        env = FsSearchConfig.env_name(key)
+        if item["type"] == "missing" and key == "sample_over_cap_glob_results":
+            lines.append(
+                f"{env} (sample_over_cap_glob_results) is required and has no default: set it "
+                "to true or false, or pass --sample-over-cap-glob-results / "
+                "--no-sample-over-cap-glob-results"
+            )
+        elif item["type"] == "extra_forbidden":
+            lines.append(f"unknown setting {key!r}")
+        else:
+            got = item.get("input")
+            lines.append(f"{env} ({key}): {item['msg']} (got {got!r})")
+    return "invalid fs-search configuration: " + "; ".join(lines)

@@ -1,0 +1,232 @@
+"""Run an rg argv: own process group, scrubbed env, streamed byte cap, deadline, kill on cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from fs_search.activities.errors import SearchError
+from fs_search.activities.models import ErrorCode
+
+log = logging.getLogger(__name__)
+
+_CHUNK = 256 * 1024
+_STDERR_KEEP = 64 * 1024
+# The environment rg sees: nothing from the worker's (no RIPGREP_CONFIG_PATH, no
+# RIPGREP_*, no HOME-based git config). argv[0] is absolute, PATH is only for `timeout`.
+_SCRUBBED_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C"}
+# Exit codes of coreutils `timeout` when it could not run the command at all.
+_BACKSTOP_CANNOT_RUN = (126, 127)
+
+
+@dataclass
+class Progress:
+    """Live state of one search, read by the heartbeat timer."""
+
+    phase: str = "starting"
+    raw_bytes: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    def elapsed_ms(self) -> int:
+        """Milliseconds since the search started."""
+        return int((time.monotonic() - self.started) * 1000)
+
+    def details(self) -> dict[str, object]:
+        """Heartbeat details: phase, raw bytes read, elapsed ms."""
+        return {"phase": self.phase, "raw_bytes": self.raw_bytes, "elapsed_ms": self.elapsed_ms()}
+
+
+@dataclass(frozen=True)
+class RgRun:
+    """A finished rg process: its exit code (negative: killed by that signal) and output."""
+
+    returncode: int
+    stdout: bytes
+    stderr: str
+
+
+def default_backstop() -> str | None:
+    """coreutils ``timeout``, used so rg dies at its budget even if the worker is SIGKILLed."""
+    return shutil.which("timeout")
+
+
+class Executor:
+    """Runs argvs (never shell strings) as process groups it can always kill.
+
+    Args:
+        backstop: path of coreutils ``timeout`` (None: no backstop). rg runs under it with
+            a SIGKILL deadline slightly beyond the call's budget, so an rg orphaned by a
+            killed worker still dies on time.
+        kill_grace: seconds between SIGTERM and SIGKILL when a search is cancelled.
+        backstop_grace: seconds the backstop adds to a call's budget.
+    """
+
+    def __init__(
+        self,
+        *,
+        backstop: str | None = None,
+        kill_grace: float = 0.5,
+        backstop_grace: float = 2.0,
+    ) -> None:
+        self._backstop = backstop
+        self._kill_grace = kill_grace
+        self._backstop_grace = backstop_grace
+        self._live: set[asyncio.subprocess.Process] = set()
+
+    @property
+    def live_process_groups(self) -> list[int]:
+        """Process group ids of searches still running."""
+        return [p.pid for p in self._live]
+
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str,
+        timeout_s: float,
+        max_stdout: int,
+        progress: Progress | None = None,
+        on_chunk: Callable[[bytes], None] | None = None,
+    ) -> RgRun:
+        """Run ``argv`` in ``cwd`` and collect its output.
+
+        Args:
+            argv: the command; argv[0] is an absolute path.
+            cwd: working directory.
+            timeout_s: the budget; when it runs out the group is killed.
+            max_stdout: stdout beyond this many bytes kills the group at once.
+            progress: updated with the bytes read so far.
+            on_chunk: when given, stdout chunks are handed to it as they arrive and
+                ``RgRun.stdout`` is empty; otherwise stdout is collected.
+
+        Raises:
+            SearchError: SEARCH_RAW_OUTPUT_OVERFLOW, SEARCH_ABORTED (budget), or
+                SEARCH_FAILED (the program could not be started).
+            asyncio.CancelledError: after the group was killed.
+        """
+        full = list(argv)
+        if self._backstop:
+            budget = max(timeout_s, 0.001) + self._backstop_grace
+            full = [self._backstop, "--signal=KILL", f"{budget:.3f}s", *full]
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *full,
+                cwd=cwd,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=_SCRUBBED_ENV,
+                start_new_session=True,
+            )
+        except (FileNotFoundError, PermissionError) as e:
+            raise SearchError(
+                ErrorCode.SEARCH_FAILED, f"ripgrep could not be started: {e.strerror} ({argv[0]})"
+            ) from e
+        self._live.add(proc)
+        try:
+            return await self._collect(proc, argv, timeout_s, max_stdout, progress, on_chunk)
+        finally:
+            self._live.discard(proc)
+
+    async def _collect(
+        self,
+        proc: asyncio.subprocess.Process,
+        argv: Sequence[str],
+        timeout_s: float,
+        max_stdout: int,
+        progress: Progress | None,
+        on_chunk: Callable[[bytes], None] | None,
+    ) -> RgRun:
+        assert proc.stdout is not None and proc.stderr is not None
+        stderr_task = asyncio.ensure_future(_read_bounded(proc.stderr, _STDERR_KEEP))
+        chunks: list[bytes] = []
+        read = 0
+        try:
+            async with asyncio.timeout(timeout_s):
+                while chunk := await proc.stdout.read(_CHUNK):
+                    read += len(chunk)
+                    if progress is not None:
+                        progress.raw_bytes = read
+                    if read > max_stdout:
+                        self._signal_group(proc, signal.SIGKILL)
+                        raise SearchError(
+                            ErrorCode.SEARCH_RAW_OUTPUT_OVERFLOW,
+                            f"the search produced more than {max_stdout} bytes of raw output "
+                            "and was stopped; narrow the pattern, path or include",
+                        )
+                    if on_chunk is not None:
+                        on_chunk(chunk)
+                    else:
+                        chunks.append(chunk)
+                returncode = await proc.wait()
+                stderr = await stderr_task
+        except TimeoutError:
+            await self._kill(proc)
+            raise SearchError(
+                ErrorCode.SEARCH_ABORTED,
+                f"the search did not finish within its {timeout_s * 1000:.0f} ms budget "
+                "and was stopped; narrow the pattern or path",
+            ) from None
+        except BaseException:
+            # Cancellation (or overflow): the group dies before the error propagates.
+            await self._kill(proc)
+            raise
+        finally:
+            if not stderr_task.done():
+                stderr_task.cancel()
+                with contextlib.suppress(BaseException):
+                    await stderr_task
+        if self._backstop and returncode in _BACKSTOP_CANNOT_RUN:
+            raise SearchError(
+                ErrorCode.SEARCH_FAILED,
+                f"ripgrep is not available on this worker (could not run {argv[0]})",
+            )
+        return RgRun(
+            returncode=returncode,
+            stdout=b"".join(chunks),
+            stderr=stderr.decode("utf-8", "replace"),
+        )
+
+    async def _kill(self, proc: asyncio.subprocess.Process) -> None:
+        """SIGTERM the group, then SIGKILL it after the grace period; always reaps."""
+        self._signal_group(proc, signal.SIGTERM)
+        try:
+            try:
+                await asyncio.wait_for(asyncio.shield(proc.wait()), self._kill_grace)
+            except TimeoutError:
+                pass
+        finally:
+            # Whatever happened (even a second cancel), nothing of the group survives.
+            self._signal_group(proc, signal.SIGKILL)
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(proc.wait())
+
+    @staticmethod
+    def _signal_group(proc: asyncio.subprocess.Process, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+
+    async def kill_all(self) -> None:
+        """Kill every running search's process group (worker shutdown)."""
+        procs = list(self._live)
+        for proc in procs:
+            self._signal_group(proc, signal.SIGKILL)
+        for proc in procs:
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(proc.wait(), 2)
+
+
+async def _read_bounded(stream: asyncio.StreamReader, keep: int) -> bytes:
+    """Read a stream to its end, keeping only its first ``keep`` bytes."""
+    kept = bytearray()
+    while chunk := await stream.read(65536):
+        if len(kept) < keep:
+            kept += chunk[: keep - len(kept)]
+    return bytes(kept)

@@ -1,0 +1,233 @@
+"""Pure: entries -> the model-facing text: caps, sampling, previews and footers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+NO_FILES = "No files found"
+NO_MATCHES = "No matches found"
+LINE_TRUNCATED = "(line truncated)"
+PARTIAL_NOTE = "(Some paths could not be read, so results may be incomplete.)"
+
+
+@dataclass(frozen=True)
+class SpillNote:
+    """How an over-cap result's complete form fared: saved (locator + hint) or not."""
+
+    locator: str | None = None
+    hint: str | None = None
+    error: str | None = None
+
+
+# --- glob --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GlobPage:
+    """The paths shown inline and how they were chosen.
+
+    ``indices`` point into the full mtime-ordered list, in display order.
+    """
+
+    indices: list[int]
+    sampled: bool
+    groups_reached: int = 0
+    groups_total: int = 0
+
+
+def top_level(rel: str) -> str:
+    """The entry directly under the search root that a path belongs to."""
+    return rel.split("/", 1)[0]
+
+
+def glob_page(rel_paths: Sequence[str], *, cap: int, sample: bool) -> GlobPage:
+    """Choose the inline page of a glob result.
+
+    Under the cap every path is shown. Over it, head mode keeps the mtime-ordered head;
+    sample mode rotates over the top-level entries (in order of first appearance),
+    taking each entry's next path until the cap, and shows the entries in that order
+    with each entry's paths in mtime order. A flat result (one path per entry) is the
+    head and is not marked sampled.
+    """
+    total = len(rel_paths)
+    if total <= cap or not sample:
+        return GlobPage(indices=list(range(min(total, cap))), sampled=False)
+    groups: dict[str, list[int]] = {}
+    for i, rel in enumerate(rel_paths):
+        groups.setdefault(top_level(rel), []).append(i)
+    members = list(groups.values())
+    if all(len(m) == 1 for m in members):
+        return GlobPage(indices=list(range(cap)), sampled=False)
+    taken = [0] * len(members)
+    remaining = cap
+    active = list(range(len(members)))
+    # Each round takes one path from every entry that still has one; over the cap, so
+    # the rounds always end by exhausting `remaining`.
+    while remaining and active:
+        still: list[int] = []
+        for g in active:
+            if not remaining:
+                break
+            taken[g] += 1
+            remaining -= 1
+            if taken[g] < len(members[g]):
+                still.append(g)
+        active = still
+    indices = [i for g, m in enumerate(members) for i in m[: taken[g]]]
+    reached = sum(1 for t in taken if t)
+    return GlobPage(
+        indices=indices, sampled=True, groups_reached=reached, groups_total=len(members)
+    )
+
+
+def glob_text(
+    shown: Sequence[str],
+    page: GlobPage,
+    *,
+    total: int,
+    root: str,
+    spill: SpillNote | None,
+    partial: bool = False,
+) -> str:
+    """The text of a glob result: paths one per line, and a footer when over the cap."""
+    if total == 0:
+        return _with_partial(NO_FILES, partial)
+    body = "\n".join(_one_line(p) for p in shown)
+    omitted = total - len(shown)
+    if omitted <= 0:
+        return _with_partial(body, partial)
+    if page.sampled:
+        where = "the search root" if root == "." else root
+        footer = (
+            f"(Showing {len(shown)} of {total} files, sampled across the top-level entries "
+            f"of {where}: one file per entry per round, each entry's files oldest modified "
+            f"first. Reached {page.groups_reached} of {page.groups_total} top-level entries"
+        )
+        if page.groups_reached < page.groups_total:
+            footer += "; narrow `path` to one of them to see the rest"
+        footer += f". {omitted} more not shown.)"
+    else:
+        footer = (
+            f"(Showing {len(shown)} of {total} files, oldest modified first. "
+            f"{omitted} more not shown.)"
+        )
+    lines = [body, "", footer]
+    lines += _spill_lines(spill, what=f"the complete list ({total} paths, oldest modified first)")
+    return _with_partial("\n".join(lines), partial)
+
+
+def glob_artifact(paths: Sequence[str]) -> str:
+    """The spill artifact of a glob: every path, mtime-ordered, one per line."""
+    return "".join(_one_line(p) + "\n" for p in paths)
+
+
+# --- grep --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Line:
+    """A matching line ready to show: display path, number, preview text."""
+
+    path: str
+    line_number: int
+    text: str
+    truncated: bool = False
+
+
+def cut_utf8(text: str, max_bytes: int) -> tuple[str, bool]:
+    """Cut ``text`` to at most ``max_bytes`` UTF-8 bytes on a character boundary."""
+    if len(text) * 4 <= max_bytes:
+        return text, False
+    raw = text.encode("utf-8", "surrogatepass")
+    if len(raw) <= max_bytes:
+        return text, False
+    return raw[:max_bytes].decode("utf-8", "ignore"), True
+
+
+def preview(line: Line, max_bytes: int) -> Line:
+    """The line with its text cut to the preview cap."""
+    text, cut = cut_utf8(line.text, max_bytes)
+    return Line(line.path, line.line_number, text, cut) if cut else line
+
+
+def grep_text(
+    page: Sequence[Line],
+    *,
+    total: int,
+    files: int,
+    spill: SpillNote | None,
+    partial: bool = False,
+) -> str:
+    """The text of a grep result: matches grouped by file, and a footer when over the cap."""
+    if total == 0:
+        return _with_partial(NO_MATCHES, partial)
+    body = grouped(page)
+    omitted = total - len(page)
+    if omitted <= 0:
+        return _with_partial(body, partial)
+    footer = (
+        f"(Showing {len(page)} of {total} matching lines in {files} files. "
+        f"{omitted} more not shown.)"
+    )
+    lines = [body, "", footer]
+    lines += _spill_lines(spill, what=f"all {total} matching lines (full text)")
+    return _with_partial("\n".join(lines), partial)
+
+
+def grouped(lines: Sequence[Line]) -> str:
+    """``<path>:`` then ``  Line N: <text>`` per match, a blank line between files."""
+    out: list[str] = []
+    current: str | None = None
+    for line in lines:
+        if line.path != current:
+            if current is not None:
+                out.append("")
+            out.append(f"{_one_line(line.path)}:")
+            current = line.path
+        mark = f" {LINE_TRUNCATED}" if line.truncated else ""
+        out.append(f"  Line {line.line_number}: {line.text}{mark}")
+    return "\n".join(out)
+
+
+def grep_artifact(lines: Sequence[Line]) -> str:
+    """The spill artifact of a grep: every match with its full line, grouped by file."""
+    return grouped(lines) + "\n"
+
+
+# --- shared --------------------------------------------------------------------------
+
+
+def _spill_lines(spill: SpillNote | None, *, what: str) -> list[str]:
+    if spill is None:
+        return []
+    if spill.locator is not None:
+        lines = [f"Saved {what} to: {spill.locator}"]
+        if spill.hint:
+            lines.append(spill.hint)
+        return lines
+    reason = f" ({spill.error})" if spill.error else ""
+    return [f"Could not save {what}{reason}; narrow the pattern or path to see the rest."]
+
+
+def _with_partial(text: str, partial: bool) -> str:
+    return f"{text}\n\n{PARTIAL_NOTE}" if partial else text
+
+
+def _one_line(path: str) -> str:
+    """A path on one line: newlines in names are shown escaped."""
+    if "\n" in path or "\r" in path:
+        return path.replace("\r", "\\r").replace("\n", "\\n")
+    return path
+
+
+def read_spill_text(
+    text: str, *, offset: int, shown: int, total: int, next_offset: int | None
+) -> str:
+    """A read_spill page for the model, with where it sits in the artifact."""
+    if total == 0 or shown == 0:
+        return f"(No lines at offset {offset}; the result has {total} lines.)"
+    where = f"(Lines {offset + 1}-{offset + shown} of {total}"
+    if next_offset is not None:
+        return f"{text}\n\n{where}; continue with offset={next_offset}.)"
+    return f"{text}\n\n{where}; end of the result.)"

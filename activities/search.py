@@ -1,0 +1,370 @@
+"""The four activities; each reads as its pipeline: check, resolve, rg, parse, render, spill."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from temporalio import activity
+
+from fs_search.activities import command, parse, render
+from fs_search.activities.catalogue import tools_and_prompts
+from fs_search.activities.config import FsSearchConfig
+from fs_search.activities.errors import SearchError, invalid_argument, rg_outcome
+from fs_search.activities.executor import Executor, Progress, RgRun
+from fs_search.activities.models import (
+    GLOB_ACTIVITY,
+    GREP_ACTIVITY,
+    READ_SPILL_ACTIVITY,
+    TOOLS_ACTIVITY,
+    ErrorCode,
+    GlobRequest,
+    GlobResult,
+    GrepMatch,
+    GrepRequest,
+    GrepResult,
+    ReadSpillRequest,
+    ReadSpillResult,
+    SpillRef,
+    ToolsResult,
+    request_problem,
+)
+from fs_search.activities.paths import SearchTarget, Workspace
+from fs_search.activities.spill import SpillKey, SpillStore
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_INTERVAL_S = 0.2
+# A spill that takes longer than this is given up on: the inline page is returned.
+SPILL_TIMEOUT_S = 15.0
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RgStatus:
+    """Result of the start-up probe: the rg to run, or why there is none."""
+
+    path: str | None
+    version: str | None = None
+    reason: str | None = None
+
+
+class SearchActivities:
+    """glob, grep, tools and read_spill for one workspace.
+
+    Args:
+        config: validated settings.
+        workspace: the tree this worker owns.
+        executor: runs rg as killable process groups.
+        store: where over-cap results are saved in full.
+        rg: the probed rg binary (``path=None`` when unavailable).
+    """
+
+    def __init__(
+        self,
+        config: FsSearchConfig,
+        workspace: Workspace,
+        *,
+        executor: Executor,
+        store: SpillStore,
+        rg: RgStatus,
+    ) -> None:
+        self.config = config
+        self.workspace = workspace
+        self.executor = executor
+        self.store = store
+        self.rg = rg
+
+    def all(self) -> list[object]:
+        """Every activity, for ``Worker(activities=...)``: all four are always registered."""
+        return [self.glob, self.grep, self.tools, self.read_spill]
+
+    # --- activities ------------------------------------------------------------------
+
+    @activity.defn(name=GLOB_ACTIVITY)
+    async def glob(self, req: GlobRequest) -> GlobResult:
+        """Find files by glob pattern under the search root, oldest modified first."""
+        return await _contract(self._glob(req))
+
+    @activity.defn(name=GREP_ACTIVITY)
+    async def grep(self, req: GrepRequest) -> GrepResult:
+        """Search file contents; matching lines grouped by file."""
+        return await _contract(self._grep(req))
+
+    @activity.defn(name=TOOLS_ACTIVITY)
+    async def tools(self) -> ToolsResult:
+        """The catalogue: tool definitions and prompt segments (empty when rg is missing)."""
+        cfg = self.config
+        if self.rg.path is None:
+            return ToolsResult(
+                available=False,
+                reason=self.rg.reason or "ripgrep is not available on this worker",
+                sample_over_cap_glob_results=cfg.sample_over_cap_glob_results,
+                timeout_ms=cfg.timeout_ms,
+            )
+        tools, prompts = tools_and_prompts(
+            sample_over_cap=cfg.sample_over_cap_glob_results,
+            glob_cap=cfg.glob_max_results,
+            grep_cap=cfg.grep_max_matches,
+            line_bytes=cfg.grep_max_line_bytes,
+            read_spill=not self.store.model_readable,
+        )
+        return ToolsResult(
+            available=True,
+            tools=tools,
+            system_prompt=prompts,
+            sample_over_cap_glob_results=cfg.sample_over_cap_glob_results,
+            timeout_ms=cfg.timeout_ms,
+        )
+
+    @activity.defn(name=READ_SPILL_ACTIVITY)
+    async def read_spill(self, req: ReadSpillRequest) -> ReadSpillResult:
+        """A page of a spill artifact of this worker's store."""
+
+        async def run() -> ReadSpillResult:
+            _check_sizes(req)
+            return await self.store.read(req.locator, offset=req.offset, limit=req.limit)
+
+        return await _contract(run())
+
+    # --- pipelines -------------------------------------------------------------------
+
+    async def _glob(self, req: GlobRequest) -> GlobResult:
+        cfg = self.config
+        _check_sizes(req)
+        _check(command.pattern_problem(req.pattern))
+        budget = self._budget_s(req.timeout_ms)
+        target = self.workspace.target(cwd=req.cwd, path=req.path, tool="glob")
+        argv = command.for_glob(req.pattern, rg=self._rg())
+        progress = Progress(phase="rg")
+        async with _heartbeating(progress):
+            run = await self._run_rg(argv, target, budget, progress)
+            partial = rg_outcome(
+                run.returncode, run.stderr, produced_output=bool(run.stdout), complete=True
+            )
+            progress.phase = "render"
+            rel = parse.glob_paths(run.stdout)
+            display = [target.display(r) for r in rel]
+            page = render.glob_page(
+                rel, cap=cfg.glob_max_results, sample=cfg.sample_over_cap_glob_results
+            )
+            shown = [display[i] for i in page.indices]
+            total = len(display)
+            truncated = total > len(shown)
+            ref, error, note = None, None, None
+            if truncated and req.spill:
+                progress.phase = "spill"
+                ref, error = await self._spill("glob", lambda: render.glob_artifact(display))
+                note = render.SpillNote(
+                    locator=ref.locator if ref else None,
+                    hint=ref.hint if ref else None,
+                    error=error,
+                )
+            text = render.glob_text(
+                shown, page, total=total, root=target.root, spill=note, partial=partial
+            )
+        return GlobResult(
+            root=target.root,
+            paths=shown if req.spill else display,
+            total=total,
+            truncated=truncated,
+            sampled=page.sampled,
+            text=text,
+            spill=ref,
+            spill_error=error,
+            partial=partial,
+        )
+
+    async def _grep(self, req: GrepRequest) -> GrepResult:
+        cfg = self.config
+        _check_sizes(req)
+        _check(command.pattern_problem(req.pattern))
+        include = req.include if req.include and req.include.strip() else None
+        _check(command.include_problem(include))
+        budget = self._budget_s(req.timeout_ms)
+        target = self.workspace.target(cwd=req.cwd, path=req.path, tool="grep")
+        argv = command.for_grep(
+            req.pattern,
+            rg=self._rg(),
+            include=include,
+            file_arg=target.file_arg,
+            threads=cfg.rg_threads,
+        )
+        progress = Progress(phase="rg")
+        stream = parse.GrepStream()
+        async with _heartbeating(progress):
+            try:
+                run = await self._run_rg(argv, target, budget, progress, on_chunk=stream.feed)
+                found = stream.finish()
+            except parse.MalformedOutput as e:
+                raise SearchError(
+                    ErrorCode.SEARCH_FAILED, f"malformed rg --json output: {e}"
+                ) from e
+            partial = rg_outcome(
+                run.returncode,
+                run.stderr,
+                produced_output=progress.raw_bytes > 0,
+                complete=stream.complete,
+                file_arg=target.file_arg,
+            )
+            progress.phase = "render"
+            lines = await asyncio.to_thread(_display_lines, found, target)
+            total = len(lines)
+            files = len({line.path for line in lines})
+            page = [
+                render.preview(line, cfg.grep_max_line_bytes)
+                for line in lines[: cfg.grep_max_matches]
+            ]
+            truncated = total > len(page)
+            ref, error, note = None, None, None
+            if truncated and req.spill:
+                progress.phase = "spill"
+                ref, error = await self._spill("grep", lambda: render.grep_artifact(lines))
+                note = render.SpillNote(
+                    locator=ref.locator if ref else None,
+                    hint=ref.hint if ref else None,
+                    error=error,
+                )
+            text = render.grep_text(page, total=total, files=files, spill=note, partial=partial)
+            shown = page if req.spill else lines
+            matches = [
+                GrepMatch(
+                    path=line.path,
+                    line_number=line.line_number,
+                    line=line.text,
+                    line_truncated=line.truncated,
+                )
+                for line in shown
+            ]
+        return GrepResult(
+            matches=matches,
+            total=total,
+            files=files,
+            truncated=truncated,
+            partial=partial,
+            text=text,
+            spill=ref,
+            spill_error=error,
+        )
+
+    # --- helpers ---------------------------------------------------------------------
+
+    def _rg(self) -> str:
+        if self.rg.path is None:
+            raise SearchError(ErrorCode.SEARCH_FAILED, "ripgrep is not available on this worker")
+        return self.rg.path
+
+    def _budget_s(self, timeout_ms: int | None) -> float:
+        if timeout_ms is not None and timeout_ms <= 0:
+            raise invalid_argument(f"timeout_ms must be positive (got {timeout_ms})")
+        cap = self.config.timeout_ms
+        return min(timeout_ms or cap, cap) / 1000
+
+    async def _run_rg(
+        self,
+        argv: list[str],
+        target: SearchTarget,
+        budget_s: float,
+        progress: Progress,
+        on_chunk: Callable[[bytes], None] | None = None,
+    ) -> RgRun:
+        return await self.executor.run(
+            argv,
+            cwd=target.run_dir,
+            timeout_s=budget_s,
+            max_stdout=self.config.raw_output_max_bytes,
+            progress=progress,
+            on_chunk=on_chunk,
+        )
+
+    async def _spill(
+        self, tool: str, build: Callable[[], str]
+    ) -> tuple[SpillRef | None, str | None]:
+        """Save the complete result; a failing store is reported, never raised."""
+        try:
+            text = await asyncio.to_thread(build)
+            async with asyncio.timeout(SPILL_TIMEOUT_S):
+                return await self.store.save(_spill_key(tool), text), None
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - any store failure degrades to spill_error
+            log.warning("spill to %s failed: %s", self.store.describe(), e)
+            message = str(e) or type(e).__name__
+            if isinstance(e, TimeoutError):
+                message = f"the spill store did not answer within {SPILL_TIMEOUT_S:.0f} s"
+            return None, f"{type(e).__name__}: {message}"[:500]
+
+
+def _display_lines(found: list[parse.Match], target: SearchTarget) -> list[render.Line]:
+    return [
+        render.Line(target.display(m.path), m.line_number, m.line)
+        for m in parse.sort_matches(found)
+    ]
+
+
+def _spill_key(tool: str) -> SpillKey:
+    info = activity.info()
+    if info.workflow_id is not None:
+        return SpillKey(
+            workflow_id=info.workflow_id,
+            run_id=info.workflow_run_id or "null",
+            activity_id=info.activity_id,
+            tool=tool,
+        )
+    return SpillKey(
+        workflow_id="standalone",
+        run_id=info.activity_run_id or "null",
+        activity_id=info.activity_id,
+        tool=tool,
+    )
+
+
+def _check(problem: str | None) -> None:
+    if problem:
+        raise invalid_argument(problem)
+
+
+def _check_sizes(req: GlobRequest | GrepRequest | ReadSpillRequest) -> None:
+    _check(request_problem(req))
+
+
+async def _contract(work: Awaitable[T]) -> T:
+    """Run an activity body; every failure leaves as a contract ApplicationError."""
+    try:
+        return await work
+    except SearchError as e:
+        raise e.to_application_error() from None
+    except asyncio.CancelledError:
+        raise
+    except Exception as e:
+        log.exception("unexpected failure in a search activity")
+        raise SearchError(
+            ErrorCode.SEARCH_FAILED, f"search failed unexpectedly: {type(e).__name__}: {e}"
+        ).to_application_error() from e
+
+
+@contextlib.asynccontextmanager
+async def _heartbeating(progress: Progress) -> AsyncIterator[None]:
+    """Heartbeat every HEARTBEAT_INTERVAL_S with progress details while the body runs.
+
+    A timer, not output, drives it: a search that finds nothing still heartbeats, so
+    cancellation reaches it.
+    """
+
+    async def beat() -> None:
+        while True:
+            activity.heartbeat(progress.details())
+            await asyncio.sleep(HEARTBEAT_INTERVAL_S)
+
+    task = asyncio.create_task(beat()) if activity.in_activity() else None
+    try:
+        yield
+    finally:
+        # Not awaited: awaiting here could swallow a cancellation of the activity itself.
+        if task is not None:
+            task.cancel()

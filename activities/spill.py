@@ -1,0 +1,248 @@
+"""SpillStore protocol, deterministic keys, paging, and the ``file://`` backend."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import string
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+from urllib.parse import unquote, urlparse
+
+from fs_search.activities.errors import SearchError, invalid_argument
+from fs_search.activities.models import (
+    MAX_READ_SPILL_LINES,
+    ErrorCode,
+    ReadSpillResult,
+    SpillRef,
+)
+
+# A page of read_spill never carries more than this much text, whatever the limit.
+MAX_PAGE_BYTES = 256 * 1024
+_SAFE = frozenset(string.ascii_letters + string.digits + "-_")
+
+
+@dataclass(frozen=True)
+class SpillKey:
+    """Identity of one artifact: workflow run + activity id + tool. A retry overwrites.
+
+    Built from Temporal's activity info only, never from model input.
+    """
+
+    workflow_id: str
+    run_id: str
+    activity_id: str
+    tool: str
+
+    def relpath(self) -> str:
+        """The key as a relative path whose segments are percent-encoded (no ``/``, no ``..``)."""
+        return "/".join(
+            [
+                _segment(self.workflow_id),
+                _segment(self.run_id),
+                f"{_segment(self.activity_id)}.{_segment(self.tool)}.txt",
+            ]
+        )
+
+
+def _segment(value: str) -> str:
+    encoded = "".join(
+        chr(b) if chr(b) in _SAFE else f"%{b:02X}" for b in value.encode("utf-8", "replace")
+    )
+    return encoded or "null"
+
+
+class SpillStore(Protocol):
+    """Where over-cap results are saved in full."""
+
+    backend: str
+    """``file`` or ``s3``."""
+    model_readable: bool
+    """Whether the model's own ``read`` tool can open a locator (co-located files)."""
+
+    def describe(self) -> str:
+        """A one-line description for logs."""
+        ...
+
+    async def save(self, key: SpillKey, text: str) -> SpillRef:
+        """Store ``text`` under ``key``; return its locator and retrieval hint."""
+        ...
+
+    async def read(self, locator: str, *, offset: int, limit: int) -> ReadSpillResult:
+        """A page of an artifact; refuses locators outside this store (INVALID_ARGUMENT)."""
+        ...
+
+    async def check(self) -> None:
+        """Raise when the store cannot be used right now (start-up diagnostics)."""
+        ...
+
+    async def prune(self) -> int:
+        """Delete artifacts older than the retention period; return how many."""
+        ...
+
+
+def check_page_args(offset: int, limit: int) -> int:
+    """Validate a page request; returns the effective limit."""
+    if offset < 0:
+        raise invalid_argument(f"offset must be >= 0 (got {offset})")
+    if limit < 1:
+        raise invalid_argument(f"limit must be >= 1 (got {limit})")
+    return min(limit, MAX_READ_SPILL_LINES)
+
+
+def page_of(text: str, *, locator: str, offset: int, limit: int) -> ReadSpillResult:
+    """Lines ``offset`` .. ``offset+limit`` of an artifact, at most MAX_PAGE_BYTES of text."""
+    lines = text.splitlines()
+    total = len(lines)
+    out: list[str] = []
+    size = 0
+    index = offset
+    while index < total and len(out) < limit:
+        line = lines[index]
+        room = MAX_PAGE_BYTES - size
+        encoded = len(line.encode("utf-8", "surrogatepass")) + 1
+        if encoded > room:
+            if out:
+                break
+            line = (
+                line.encode("utf-8", "surrogatepass")[: max(room - 20, 0)].decode("utf-8", "ignore")
+                + " (line truncated)"
+            )
+        out.append(line)
+        size += encoded
+        index += 1
+    return ReadSpillResult(
+        locator=locator,
+        text="\n".join(out),
+        offset=offset,
+        next_offset=index if index < total else None,
+        total_lines=total,
+    )
+
+
+def default_spill_dir() -> Path:
+    """The per-user cache directory used when FS_SEARCH_SPILL_URL is unset."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "fs-search" / "spill"
+
+
+class FileSpillStore:
+    """Artifacts as files on the worker's host: the model reads them with its read tool."""
+
+    backend = "file"
+    model_readable = True
+
+    def __init__(self, directory: str | os.PathLike[str], *, ttl_hours: float = 72.0) -> None:
+        self.directory = Path(os.path.abspath(os.path.expanduser(directory)))
+        self.ttl_seconds = ttl_hours * 3600
+
+    @classmethod
+    def from_url(cls, url: str, *, ttl_hours: float) -> FileSpillStore:
+        """``file:///abs/dir`` -> a store in that directory."""
+        parsed = urlparse(url)
+        path = unquote(parsed.path)
+        if parsed.netloc not in ("", "localhost") or not path.startswith("/"):
+            raise ValueError(f"FS_SEARCH_SPILL_URL {url!r}: expected file:///absolute/directory")
+        return cls(path, ttl_hours=ttl_hours)
+
+    def describe(self) -> str:
+        """See SpillStore."""
+        return f"file://{self.directory}"
+
+    async def save(self, key: SpillKey, text: str) -> SpillRef:
+        """See SpillStore."""
+        target = self.directory / key.relpath()
+        await asyncio.to_thread(_write_atomically, target, text)
+        lines = text.count("\n")
+        return SpillRef(
+            locator=str(target),
+            hint=(
+                f"Read that file with the read tool ({lines} lines; use offset and limit "
+                "to page through it)."
+            ),
+        )
+
+    async def read(self, locator: str, *, offset: int, limit: int) -> ReadSpillResult:
+        """See SpillStore."""
+        limit = check_page_args(offset, limit)
+        path = self._confine(locator)
+        try:
+            text = await asyncio.to_thread(path.read_text, "utf-8", "replace")
+        except FileNotFoundError:
+            raise SearchError(
+                ErrorCode.SEARCH_FAILED,
+                f"no spill artifact at {locator!r} (it may have expired)",
+            ) from None
+        except OSError as e:
+            raise SearchError(
+                ErrorCode.SEARCH_FAILED, f"spill artifact {locator!r} cannot be read: {e}"
+            ) from None
+        return page_of(text, locator=locator, offset=offset, limit=limit)
+
+    def _confine(self, locator: str) -> Path:
+        raw = unquote(urlparse(locator).path) if locator.startswith("file://") else locator
+        if not raw.startswith("/"):
+            raise invalid_argument(
+                f"locator {locator!r} is not an absolute path in the spill store"
+            )
+        real = os.path.realpath(raw)
+        root = os.path.realpath(self.directory)
+        if not real.startswith(root + os.sep):
+            raise invalid_argument(f"locator {locator!r} is outside this worker's spill store")
+        return Path(real)
+
+    async def check(self) -> None:
+        """See SpillStore."""
+        await asyncio.to_thread(self.directory.mkdir, parents=True, exist_ok=True)
+        if not os.access(self.directory, os.W_OK):
+            raise OSError(f"spill directory {self.directory} is not writable")
+
+    async def prune(self) -> int:
+        """See SpillStore."""
+        return await asyncio.to_thread(self._prune_sync)
+
+    def _prune_sync(self) -> int:
+        cutoff = time.time() - self.ttl_seconds
+        removed = 0
+        if not self.directory.is_dir():
+            return 0
+        for dirpath, _dirnames, filenames in os.walk(self.directory, topdown=False):
+            for name in filenames:
+                path = os.path.join(dirpath, name)
+                try:
+                    if os.lstat(path).st_mtime < cutoff:
+                        os.unlink(path)
+                        removed += 1
+                except OSError:
+                    continue
+            if dirpath != str(self.directory):
+                try:
+                    os.rmdir(dirpath)  # only succeeds when empty
+                except OSError:
+                    pass
+        return removed
+
+
+def _write_atomically(target: Path, text: str) -> None:
+    for attempt in (1, 2):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".txt")
+            break
+        except FileNotFoundError:
+            # A concurrent prune removed the (then empty) directory: make it again.
+            if attempt == 2:
+                raise
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="replace", newline="") as f:
+            f.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

@@ -1,0 +1,183 @@
+"""Assemble and run a worker: probe rg, open the spill store, poll the workspace queue."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import os
+import re
+import signal
+import socket
+from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import timedelta
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from fs_search.activities import command
+from fs_search.activities.config import FsSearchConfig
+from fs_search.activities.errors import SearchError
+from fs_search.activities.executor import Executor, default_backstop
+from fs_search.activities.models import task_queue_for
+from fs_search.activities.paths import Workspace
+from fs_search.activities.search import RgStatus, SearchActivities
+from fs_search.activities.spill import SpillStore
+from fs_search.worker.binaries import find_binary
+from fs_search.worker.stores import open_store
+
+log = logging.getLogger("fs_search.worker")
+
+# Cancel requests reach an activity through heartbeat responses: a short throttle makes a
+# cancel reach rg within ~1 s (the activity heartbeats every 0.2 s).
+MAX_HEARTBEAT_THROTTLE = timedelta(milliseconds=500)
+PRUNE_INTERVAL_S = 3600.0
+
+
+def default_workspace_id(workspace: str | os.PathLike[str]) -> str:
+    """A stable id from the host name and the workspace's real path.
+
+    Give ``--workspace-id`` explicitly wherever hosts are rescheduled (Kubernetes).
+    """
+    real = os.path.realpath(workspace)
+    host = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname()) or "host"
+    name = re.sub(r"[^A-Za-z0-9._-]", "-", os.path.basename(real)) or "root"
+    digest = hashlib.sha256(f"{socket.gethostname()}:{real}".encode()).hexdigest()[:10]
+    return f"{host}-{name}-{digest}"
+
+
+async def probe_rg(executor: Executor, path: str | None) -> RgStatus:
+    """Run ``rg --version`` through the executor; a missing or broken rg is not fatal."""
+    if path is None:
+        return RgStatus(path=None, reason="ripgrep (rg) was not found on this worker")
+    try:
+        run = await executor.run(
+            command.for_probe(rg=path), cwd="/", timeout_s=10, max_stdout=64 * 1024
+        )
+    except SearchError as e:
+        return RgStatus(path=None, reason=f"ripgrep is not available on this worker: {e}")
+    if run.returncode != 0:
+        detail = run.stderr[:200]
+        return RgStatus(
+            path=None,
+            reason=f"ripgrep at {path} failed its probe (exit {run.returncode}): {detail}",
+        )
+    version = run.stdout.decode("utf-8", "replace").splitlines()[0] if run.stdout else "?"
+    return RgStatus(path=path, version=version)
+
+
+async def build_activities(
+    config: FsSearchConfig,
+    workspace: str | os.PathLike[str],
+    *,
+    executor: Executor | None = None,
+    store: SpillStore | None = None,
+) -> SearchActivities:
+    """The activities for one workspace, with rg probed and the spill store opened."""
+    executor = executor or Executor(backstop=default_backstop())
+    rg_path = config.rg_path or find_binary("rg")
+    rg = await probe_rg(executor, rg_path)
+    if rg.path is None:
+        log.warning("%s; glob and grep will fail with SEARCH_FAILED", rg.reason)
+    return SearchActivities(
+        config,
+        Workspace(workspace),
+        executor=executor,
+        store=store or open_store(config),
+        rg=rg,
+    )
+
+
+def new_worker(
+    client: Client,
+    activities: SearchActivities,
+    *,
+    workspace_id: str,
+    task_queue: str | None = None,
+    graceful_shutdown: timedelta = timedelta(0),
+    **worker_options: Any,
+) -> Worker:
+    """A Worker polling the workspace's queue with all four activities registered."""
+    return Worker(
+        client,
+        task_queue=task_queue or task_queue_for(workspace_id),
+        activities=activities.all(),  # type: ignore[arg-type]
+        max_concurrent_activities=activities.config.max_concurrent_searches,
+        max_heartbeat_throttle_interval=MAX_HEARTBEAT_THROTTLE,
+        default_heartbeat_throttle_interval=MAX_HEARTBEAT_THROTTLE,
+        graceful_shutdown_timeout=graceful_shutdown,
+        **worker_options,
+    )
+
+
+@contextlib.asynccontextmanager
+async def maintenance(activities: SearchActivities) -> AsyncIterator[None]:
+    """Background upkeep while a worker runs: check and prune the spill store."""
+    store = activities.store
+
+    async def upkeep() -> None:
+        try:
+            await store.check()
+        except Exception as e:  # noqa: BLE001 - a store outage must not stop the worker
+            log.warning(
+                "spill store %s is not usable right now (%s); over-cap results will carry "
+                "spill_error until it recovers",
+                store.describe(),
+                e,
+            )
+        while True:
+            try:
+                removed = await store.prune()
+                if removed:
+                    log.info("pruned %d expired spill artifacts", removed)
+            except Exception as e:  # noqa: BLE001
+                log.warning("pruning the spill store failed: %s", e)
+            await asyncio.sleep(PRUNE_INTERVAL_S)
+
+    task = asyncio.create_task(upkeep())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        # Whatever the worker's shutdown left running dies now.
+        await activities.executor.kill_all()
+
+
+async def run_until_signalled(
+    client: Client,
+    activities: SearchActivities,
+    *,
+    workspace_id: str,
+    workflows: Sequence[type] = (),
+    on_ready: Callable[[], None] | None = None,
+) -> None:
+    """Poll the workspace queue until SIGINT/SIGTERM, then shut down killing rg groups."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    queue = task_queue_for(workspace_id)
+    worker = new_worker(client, activities, workspace_id=workspace_id, workflows=list(workflows))
+    async with maintenance(activities), worker:
+        log.info(
+            "fs-search worker for workspace %s (id %s) polling task queue %s on %s, namespace %s",
+            activities.workspace.root,
+            workspace_id,
+            queue,
+            client.service_client.config.target_host,
+            client.namespace,
+        )
+        log.info(
+            "ripgrep: %s; spill store: %s",
+            activities.rg.version or activities.rg.reason,
+            activities.store.describe(),
+        )
+        if on_ready:
+            on_ready()
+        await stop.wait()
+        log.info("shutting down: cancelling running searches")
+    log.info("worker stopped")

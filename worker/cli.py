@@ -1,0 +1,198 @@
+"""The ``fs-search`` command line: worker, glob, grep, spill read."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from fs_search.activities.config import ConfigError, FsSearchConfig
+from fs_search.activities.models import ToolResult
+from fs_search.worker.connect import TemporalUnreachable
+
+EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+log = logging.getLogger("fs_search.cli")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fs-search",
+        description="ripgrep-backed glob and grep tools as Temporal activities.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    w = sub.add_parser("worker", help="run the worker that owns a workspace")
+    w.add_argument("--workspace", required=True, help="the directory this worker searches")
+    w.add_argument("--workspace-id", help="queue id (default: derived from host and path)")
+    _connection_args(w)
+    mode = w.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--sample-over-cap-glob-results",
+        dest="sample",
+        action="store_true",
+        default=None,
+        help="over-cap glob pages are sampled across top-level entries",
+    )
+    mode.add_argument(
+        "--no-sample-over-cap-glob-results",
+        dest="sample",
+        action="store_false",
+        help="over-cap glob pages keep the modification-time-ordered head",
+    )
+
+    for tool in ("glob", "grep"):
+        t = sub.add_parser(tool, help=f"run one {tool} call")
+        t.add_argument("pattern")
+        t.add_argument("--path", help="search root (relative to --cwd, or absolute)")
+        if tool == "grep":
+            t.add_argument("--include", help="one glob limiting which files are searched")
+        t.add_argument("--cwd", help="working directory (relative to the workspace root)")
+        t.add_argument("--json", action="store_true", help="print the ToolResult as JSON")
+        t.add_argument("--no-spill", action="store_true", help="return every entry; save nothing")
+        if tool == "glob":
+            t.add_argument(
+                "--no-sample-over-cap-glob-results",
+                dest="no_sample",
+                action="store_true",
+                help="embedded mode: keep the mtime-ordered head instead of sampling",
+            )
+        t.add_argument(
+            "--workspace", help="embedded mode: the workspace (default: current directory)"
+        )
+        t.add_argument("--workspace-id", help="address mode: the worker's workspace id")
+        _connection_args(t)
+
+    spill = sub.add_parser("spill", help="spill artifacts")
+    spill_sub = spill.add_subparsers(dest="spill_command", required=True)
+    r = spill_sub.add_parser("read", help="print a page of a spill artifact")
+    r.add_argument("locator")
+    r.add_argument("--offset", type=int, default=0)
+    r.add_argument("--limit", type=int, default=2000)
+    return parser
+
+
+def _connection_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--address", help="Temporal address HOST:PORT (default: TEMPORAL_ADDRESS)")
+    p.add_argument("--namespace", help="Temporal namespace (default: TEMPORAL_NAMESPACE)")
+    p.add_argument("--profile", help="temporalio envconfig profile")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``fs-search`` console script."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    level = logging.INFO if (args.verbose or args.command == "worker") else logging.WARNING
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        if args.command == "worker":
+            return asyncio.run(_worker(args))
+        if args.command in ("glob", "grep"):
+            if args.address and not args.workspace_id:
+                parser.error("--address requires --workspace-id")
+            if args.workspace and args.address:
+                parser.error("--workspace (embedded mode) and --address are exclusive")
+            return asyncio.run(_call(args))
+        if args.command == "spill":
+            return asyncio.run(_spill_read(args))
+    except ConfigError as e:
+        print(f"fs-search: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except TemporalUnreachable as e:
+        print(f"fs-search: {e}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    except KeyboardInterrupt:
+        return 130
+    parser.error(f"unknown command {args.command}")
+    return EXIT_USAGE
+
+
+async def _worker(args: argparse.Namespace) -> int:
+    from fs_search.worker.app import build_activities, default_workspace_id, run_until_signalled
+    from fs_search.worker.connect import connect
+    from fs_search.worker.stores import plugin_for
+
+    config = FsSearchConfig.load(overrides={"sample_over_cap_glob_results": args.sample})
+    if not os.path.isdir(args.workspace):
+        print(f"fs-search: workspace {args.workspace!r} is not a directory", file=sys.stderr)
+        return EXIT_USAGE
+    workspace_id = args.workspace_id or default_workspace_id(args.workspace)
+    activities = await build_activities(config, args.workspace)
+    client = await connect(
+        address=args.address,
+        namespace=args.namespace,
+        profile=args.profile,
+        plugins=[plugin_for(config)],
+    )
+    await run_until_signalled(client, activities, workspace_id=workspace_id)
+    return EXIT_OK
+
+
+async def _call(args: argparse.Namespace) -> int:
+    from fs_search.worker.embedded import CallOptions, run_call
+
+    arguments: dict[str, object] = {"pattern": args.pattern}
+    if args.path is not None:
+        arguments["path"] = args.path
+    if getattr(args, "include", None) is not None:
+        arguments["include"] = args.include
+    options = CallOptions(
+        tool=args.command,
+        arguments=arguments,
+        cwd=args.cwd,
+        spill=not args.no_spill,
+        workspace=args.workspace or os.getcwd(),
+        workspace_id=args.workspace_id,
+        address=args.address,
+        namespace=args.namespace,
+        profile=args.profile,
+        no_sample=getattr(args, "no_sample", False),
+    )
+    result = await run_call(options)
+    _print(result, as_json=args.json)
+    return EXIT_TOOL_ERROR if result.is_error else EXIT_OK
+
+
+async def _spill_read(args: argparse.Namespace) -> int:
+    from fs_search.activities.errors import SearchError
+    from fs_search.activities.render import read_spill_text
+    from fs_search.worker.stores import open_store
+
+    config = FsSearchConfig.load(overrides={"sample_over_cap_glob_results": False})
+    store = open_store(config)
+    try:
+        page = await store.read(args.locator, offset=args.offset, limit=args.limit)
+    except SearchError as e:
+        print(f"Error: {e.message}", file=sys.stderr)
+        return EXIT_TOOL_ERROR
+    finally:
+        await _close(store)
+    shown = (page.next_offset or page.total_lines) - page.offset
+    print(
+        read_spill_text(
+            page.text,
+            offset=page.offset,
+            shown=shown,
+            total=page.total_lines,
+            next_offset=page.next_offset,
+        )
+    )
+    return EXIT_OK
+
+
+async def _close(store: object) -> None:
+    close = getattr(store, "close", None)
+    if close is not None:
+        await close()
+
+
+def _print(result: ToolResult, *, as_json: bool) -> None:
+    if as_json:
+        print(result.model_dump_json(indent=2))
+    else:
+        print(result.text)

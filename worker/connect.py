@@ -1,0 +1,39 @@
+"""Connect to Temporal the SDK's way: temporalio.envconfig (env, profiles, TLS, API key)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from temporalio.client import Client, Plugin
+from temporalio.envconfig import ClientConfig
+
+
+class TemporalUnreachable(RuntimeError):
+    """Temporal could not be reached (the CLI exits 3)."""
+
+
+async def connect(
+    *,
+    address: str | None = None,
+    namespace: str | None = None,
+    profile: str | None = None,
+    plugins: Sequence[Plugin] = (),
+) -> Client:
+    """Connect using TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE / TEMPORAL_API_KEY / TLS / profiles.
+
+    ``address`` and ``namespace`` override the environment and profile.
+
+    Raises:
+        TemporalUnreachable: the server did not answer.
+    """
+    config = ClientConfig.load_client_connect_config(profile=profile)
+    if address:
+        config["target_host"] = address
+    if namespace:
+        config["namespace"] = namespace
+    config.setdefault("target_host", "localhost:7233")
+    try:
+        return await Client.connect(**config, plugins=list(plugins))
+    except RuntimeError as e:
+        target = config.get("target_host")
+        raise TemporalUnreachable(f"cannot reach Temporal at {target}: {e}") from e

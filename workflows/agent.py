@@ -1,0 +1,53 @@
+"""An example agent workflow: offer the catalogue, then run the model's tool calls by name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from fs_search.activities.models import ToolResult, ToolsResult
+    from fs_search.workflows.tools import FsSearchTools
+
+
+class ToolCall(BaseModel):
+    """A tool call as a model emits it: a tool name and its JSON arguments."""
+
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class AgentInput(BaseModel):
+    """The agent session: its workspace, working directory, and the calls to run."""
+
+    workspace_id: str
+    cwd: str | None = None
+    calls: list[ToolCall] = Field(default_factory=list)
+
+
+class AgentOutput(BaseModel):
+    """What the model was offered and what each call returned, in order."""
+
+    catalogue: ToolsResult
+    results: list[ToolResult]
+
+
+@workflow.defn(name="fs_search.ExampleAgent")
+class ExampleAgentWorkflow:
+    """A stand-in for an agent loop: a real one would ask a model for the next call.
+
+    The catalogue's tools and system prompt segments are what a model would be shown;
+    each call's ``text`` is what it would read back.
+    """
+
+    @workflow.run
+    async def run(self, session: AgentInput) -> AgentOutput:
+        """Run every call of the session in order."""
+        tools = FsSearchTools(session.workspace_id, cwd=session.cwd)
+        catalogue = await tools.catalogue()
+        results = []
+        for call in session.calls:
+            results.append(await tools.call(call.name, call.arguments))
+        return AgentOutput(catalogue=catalogue, results=results)

@@ -1,0 +1,42 @@
+"""FsSearchCallWorkflow: one tool call, as the command line runs it."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from fs_search.activities.models import ToolResult
+    from fs_search.workflows.tools import FsSearchTools
+
+
+class CallInput(BaseModel):
+    """A single call: which workspace, which tool, the model-style arguments, and options."""
+
+    workspace_id: str
+    tool: str
+    arguments: dict[str, Any]
+    cwd: str | None = None
+    spill: bool = True
+    timeout_ms: int = 30_000
+    schedule_to_start_ms: int = 30_000
+
+
+@workflow.defn(name="fs_search.Call")
+class FsSearchCallWorkflow:
+    """Runs one glob/grep call on the workspace's queue and returns its ToolResult."""
+
+    @workflow.run
+    async def run(self, call: CallInput) -> ToolResult:
+        """Dispatch the call by name, exactly as an agent workflow would."""
+        tools = FsSearchTools(
+            call.workspace_id,
+            cwd=call.cwd,
+            spill=call.spill,
+            timeout_ms=call.timeout_ms,
+            schedule_to_start_timeout=timedelta(milliseconds=call.schedule_to_start_ms),
+        )
+        return await tools.call(call.tool, call.arguments)

@@ -1,0 +1,314 @@
+"""FsSearchTools: what agent workflows call to run glob/grep on a workspace's worker."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    CancelledError,
+    TimeoutError,
+    TimeoutType,
+)
+
+with workflow.unsafe.imports_passed_through():
+    from fs_search.activities import render
+    from fs_search.activities.models import (
+        GLOB_ACTIVITY,
+        GREP_ACTIVITY,
+        MAX_READ_SPILL_LINES,
+        READ_SPILL_ACTIVITY,
+        TOOLS_ACTIVITY,
+        ErrorCode,
+        GlobRequest,
+        GlobResult,
+        GrepRequest,
+        GrepResult,
+        ReadSpillRequest,
+        ReadSpillResult,
+        ToolResult,
+        ToolsResult,
+        request_problem,
+        task_queue_for,
+    )
+
+# Failures that a retry cannot fix: the contract's codes, and a result too large for
+# Temporal (retrying would loop forever).
+NON_RETRYABLE_ERROR_TYPES = [code.value for code in ErrorCode] + ["PayloadsTooLarge"]
+DEFAULT_RETRY_POLICY = RetryPolicy(
+    maximum_attempts=3, non_retryable_error_types=NON_RETRYABLE_ERROR_TYPES
+)
+SUMMARY_MAX_BYTES = 200
+
+_TOOL_ARGUMENTS = {
+    "glob": ("pattern", "path"),
+    "grep": ("pattern", "path", "include"),
+    "read_spill": ("locator", "offset", "limit"),
+}
+
+
+class FsSearchTools:
+    """glob/grep/read_spill as tool calls from workflow code, with model-ready results.
+
+    Args:
+        workspace_id: the workspace whose worker runs the searches (queue
+            ``fs-search/<workspace_id>``).
+        cwd: the agent session's working directory (absolute, or relative to the
+            workspace root); never taken from the model.
+        timeout_ms: each call's budget, enforced inside the activity.
+        spill: save over-cap results in full (False: return every entry inline, for
+            callers that do not show the result to a model).
+        task_queue: overrides the workspace queue.
+        start_to_close_timeout: default ``timeout_ms`` + 5 s.
+        heartbeat_timeout: default 5 s.
+        schedule_to_start_timeout: default 30 s (no live worker for the workspace).
+        retry_policy: default 3 attempts, contract codes and PayloadsTooLarge not retried.
+        cancellation_type: default WAIT_CANCELLATION_COMPLETED (rg is dead when the
+            cancel returns).
+    """
+
+    def __init__(
+        self,
+        workspace_id: str,
+        *,
+        cwd: str | None = None,
+        timeout_ms: int = 30_000,
+        spill: bool = True,
+        task_queue: str | None = None,
+        start_to_close_timeout: timedelta | None = None,
+        heartbeat_timeout: timedelta | None = timedelta(seconds=5),
+        schedule_to_start_timeout: timedelta | None = timedelta(seconds=30),
+        retry_policy: RetryPolicy | None = None,
+        cancellation_type: workflow.ActivityCancellationType = (
+            workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+        ),
+    ) -> None:
+        self.workspace_id = workspace_id
+        self.cwd = cwd
+        self.timeout_ms = timeout_ms
+        self.spill = spill
+        self.task_queue = task_queue or task_queue_for(workspace_id)
+        self.start_to_close_timeout = start_to_close_timeout or timedelta(
+            milliseconds=timeout_ms + 5000
+        )
+        self.heartbeat_timeout = heartbeat_timeout
+        self.schedule_to_start_timeout = schedule_to_start_timeout
+        self.retry_policy = retry_policy or DEFAULT_RETRY_POLICY
+        self.cancellation_type = cancellation_type
+
+    def activity_config(self, summary: str | None = None) -> workflow.ActivityConfig:
+        """The options every call is scheduled with."""
+        config = workflow.ActivityConfig(
+            task_queue=self.task_queue,
+            start_to_close_timeout=self.start_to_close_timeout,
+            heartbeat_timeout=self.heartbeat_timeout,
+            schedule_to_start_timeout=self.schedule_to_start_timeout,
+            retry_policy=self.retry_policy,
+            cancellation_type=self.cancellation_type,
+        )
+        if summary:
+            config["summary"] = summary
+        return config
+
+    # --- model tool calls ------------------------------------------------------------
+
+    async def glob(self, pattern: str, path: str | None = None) -> ToolResult:
+        """Run the glob tool."""
+        req = GlobRequest(
+            pattern=pattern, path=path, cwd=self.cwd, spill=self.spill, timeout_ms=self.timeout_ms
+        )
+        return await self._run(GLOB_ACTIVITY, req, GlobResult, summary("glob", pattern, path))
+
+    async def grep(
+        self, pattern: str, path: str | None = None, include: str | None = None
+    ) -> ToolResult:
+        """Run the grep tool."""
+        req = GrepRequest(
+            pattern=pattern,
+            path=path,
+            include=include,
+            cwd=self.cwd,
+            spill=self.spill,
+            timeout_ms=self.timeout_ms,
+        )
+        return await self._run(
+            GREP_ACTIVITY, req, GrepResult, summary("grep", pattern, path, include)
+        )
+
+    async def read_spill(
+        self, locator: str, offset: int = 0, limit: int = MAX_READ_SPILL_LINES
+    ) -> ToolResult:
+        """Read a page of a spill artifact (the third tool when spills live in S3)."""
+        req = ReadSpillRequest(locator=locator, offset=offset, limit=limit)
+        return await self._run(
+            READ_SPILL_ACTIVITY, req, ReadSpillResult, _fit(_one_line(f"read_spill {locator}"))
+        )
+
+    async def call(self, name: str, arguments: Mapping[str, Any] | None) -> ToolResult:
+        """Dispatch a model's tool call by name; only the tool's schema fields are accepted."""
+        allowed = _TOOL_ARGUMENTS.get(name)
+        if allowed is None:
+            known = ", ".join(sorted(_TOOL_ARGUMENTS))
+            return ToolResult.failure(
+                ErrorCode.INVALID_ARGUMENT, f"unknown tool {name!r} (known: {known})"
+            )
+        args = dict(arguments or {})
+        unexpected = sorted(set(args) - set(allowed))
+        if unexpected:
+            return ToolResult.failure(
+                ErrorCode.INVALID_ARGUMENT,
+                f"unexpected argument(s) for {name}: {', '.join(unexpected)} "
+                f"(allowed: {', '.join(allowed)})",
+            )
+        problem = _argument_types(name, args)
+        if problem:
+            return ToolResult.failure(ErrorCode.INVALID_ARGUMENT, problem)
+        if name == "glob":
+            return await self.glob(args["pattern"], args.get("path"))
+        if name == "grep":
+            return await self.grep(args["pattern"], args.get("path"), args.get("include"))
+        return await self.read_spill(
+            args["locator"], args.get("offset", 0), args.get("limit", MAX_READ_SPILL_LINES)
+        )
+
+    async def catalogue(self) -> ToolsResult:
+        """The worker's tool definitions and prompt segments (``available: false`` on failure)."""
+        try:
+            return await workflow.execute_activity(
+                TOOLS_ACTIVITY,
+                result_type=ToolsResult,
+                **self.activity_config(summary="fs_search tools"),
+            )
+        except (ActivityError, asyncio.CancelledError) as e:
+            if _workflow_cancelled():
+                raise
+            failed = map_failure(e, workspace_id=self.workspace_id, queue=self.task_queue)
+            return ToolsResult(
+                available=False,
+                reason=failed.text.removeprefix("Error: "),
+                sample_over_cap_glob_results=False,
+                timeout_ms=self.timeout_ms,
+            )
+
+    # --- plumbing --------------------------------------------------------------------
+
+    async def _run(
+        self,
+        activity_name: str,
+        req: GlobRequest | GrepRequest | ReadSpillRequest,
+        result_type: type[GlobResult] | type[GrepResult] | type[ReadSpillResult],
+        summary_text: str,
+    ) -> ToolResult:
+        # A request over Temporal's payload limit would fail this workflow's task, not
+        # the activity: refuse it here, before anything is scheduled.
+        problem = request_problem(req)
+        if problem:
+            return ToolResult.failure(ErrorCode.INVALID_ARGUMENT, problem)
+        try:
+            result = await workflow.execute_activity(
+                activity_name,
+                req,
+                result_type=result_type,
+                **self.activity_config(summary=summary_text),
+            )
+        except (ActivityError, asyncio.CancelledError) as e:
+            if _workflow_cancelled():
+                raise
+            return map_failure(e, workspace_id=self.workspace_id, queue=self.task_queue)
+        if isinstance(result, ReadSpillResult):
+            shown = (result.next_offset or result.total_lines) - result.offset
+            text = render.read_spill_text(
+                result.text,
+                offset=result.offset,
+                shown=shown,
+                total=result.total_lines,
+                next_offset=result.next_offset,
+            )
+            return ToolResult(text=text, result=result)
+        return ToolResult(text=result.text, result=result)
+
+
+def _workflow_cancelled() -> bool:
+    """Whether the whole workflow is being cancelled (then cancellation propagates)."""
+    return workflow.in_workflow() and workflow.cancellation_reason() is not None
+
+
+def map_failure(error: BaseException, *, workspace_id: str, queue: str) -> ToolResult:
+    """Turn a failed call (after retries) into the model's ``Error: ...`` result."""
+    if isinstance(error, asyncio.CancelledError):
+        return ToolResult.failure(ErrorCode.SEARCH_ABORTED, "the search was cancelled")
+    cause = error.cause if isinstance(error, ActivityError) else error
+    if isinstance(cause, ApplicationError):
+        if cause.type in ErrorCode.__members__:
+            return ToolResult.failure(ErrorCode(cause.type), cause.message)
+        kind = cause.type or "ApplicationError"
+        return ToolResult.failure(
+            ErrorCode.SEARCH_FAILED, f"the search failed ({kind}): {cause.message}"
+        )
+    if isinstance(cause, TimeoutError):
+        if cause.type == TimeoutType.SCHEDULE_TO_START:
+            return ToolResult.failure(
+                ErrorCode.SEARCH_FAILED,
+                f"no fs-search worker picked up the call for workspace {workspace_id!r} "
+                f"(task queue {queue!r}); is the worker for that workspace running?",
+            )
+        kind = cause.type.name.lower().replace("_", "-") if cause.type else "activity"
+        return ToolResult.failure(
+            ErrorCode.SEARCH_ABORTED, f"the search was aborted: {kind} timeout"
+        )
+    if isinstance(cause, CancelledError):
+        return ToolResult.failure(ErrorCode.SEARCH_ABORTED, "the search was cancelled")
+    message = str(cause) if cause is not None else str(error)
+    return ToolResult.failure(ErrorCode.SEARCH_FAILED, f"the search failed: {message}")
+
+
+def summary(tool: str, pattern: str, path: str | None = None, include: str | None = None) -> str:
+    """The activity summary shown in the Temporal UI, e.g. ``grep "TODO" in src (*.py)``.
+
+    At most 200 bytes: a long pattern is shortened first, then the whole line.
+    """
+    tail = ""
+    if path:
+        tail += f" in {_one_line(path)}"
+    if include:
+        tail += f" ({_one_line(include)})"
+    shown = _one_line(pattern)
+    text = f'{tool} "{shown}"{tail}'
+    if len(text.encode("utf-8", "replace")) <= SUMMARY_MAX_BYTES:
+        return text
+    room = SUMMARY_MAX_BYTES - len(f'{tool} "…"{tail}'.encode("utf-8", "replace"))
+    if room >= 8:
+        short = shown.encode("utf-8", "replace")[:room].decode("utf-8", "ignore")
+        text = f'{tool} "{short}…"{tail}'
+    return _fit(text)
+
+
+def _one_line(text: str) -> str:
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
+def _fit(text: str) -> str:
+    raw = text.encode("utf-8", "replace")
+    if len(raw) <= SUMMARY_MAX_BYTES:
+        return text
+    return raw[: SUMMARY_MAX_BYTES - 3].decode("utf-8", "ignore") + "…"
+
+
+def _argument_types(name: str, args: Mapping[str, Any]) -> str | None:
+    required = "locator" if name == "read_spill" else "pattern"
+    if not isinstance(args.get(required), str):
+        return f"{name} needs a string {required!r}"
+    for key in ("path", "include"):
+        if args.get(key) is not None and not isinstance(args[key], str):
+            return f"{key!r} must be a string"
+    for key in ("offset", "limit"):
+        value = args.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            return f"{key!r} must be an integer"
+    return None
