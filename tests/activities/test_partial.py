@@ -1,0 +1,120 @@
+"""Unreadable paths deep in a tree give partial results, not failures (run as an unprivileged user).
+
+root reads everything, so the search runs in a child process under ``setpriv`` as nobody.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import write_tree
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None,
+    reason="needs root and setpriv to run the search as an unprivileged user",
+)
+
+CHILD = r"""
+import asyncio, json, sys
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+from fs_search.activities.config import FsSearchConfig
+from fs_search.activities.models import GlobRequest, GrepRequest
+from fs_search.activities.spill import FileSpillStore
+from fs_search.worker.app import build_activities
+
+async def main(ws, spill, requests):
+    config = FsSearchConfig.load(getenv=lambda _: None, overrides={"sample_over_cap_glob_results": False})
+    acts = await build_activities(config, ws, store=FileSpillStore(spill))
+    out = []
+    for tool, req in requests:
+        fn, model = (acts.glob, GlobRequest) if tool == "glob" else (acts.grep, GrepRequest)
+        try:
+            r = await ActivityEnvironment().run(fn, model(**req))
+            out.append(r.model_dump())
+        except ApplicationError as e:
+            out.append({"error": e.type, "message": e.message})
+    print(json.dumps(out))
+
+asyncio.run(main(sys.argv[1], sys.argv[2], json.loads(sys.argv[3])))
+"""
+
+
+def _run_as_nobody(ws: Path, spill: Path, requests: list) -> list[dict]:
+    proc = subprocess.run(
+        [
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            sys.executable,
+            "-c",
+            CHILD,
+            str(ws),
+            str(spill),
+            json.dumps(requests),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture
+def open_tree():
+    base = Path(tempfile.mkdtemp(prefix="fs-search-partial-"))
+    base.chmod(0o755)
+    yield base
+    for dirpath, dirnames, _ in os.walk(base):
+        for d in dirnames:
+            os.chmod(os.path.join(dirpath, d), 0o755)
+    shutil.rmtree(base)
+
+
+def test_unreadable_file_and_directory_give_partial_results(open_tree: Path):
+    """One unreadable file or directory deep in the tree: results with partial=true."""
+    ws = write_tree(
+        open_tree / "ws",
+        {
+            "a.txt": "needle one\n",
+            "locked.txt": "needle locked\n",
+            "closed/b.txt": "needle two\n",
+            "z/c.txt": "needle three\n",
+        },
+    )
+    for dirpath, dirnames, filenames in os.walk(ws):
+        for d in dirnames:
+            os.chmod(os.path.join(dirpath, d), 0o755)
+        for f in filenames:
+            os.chmod(os.path.join(dirpath, f), 0o644)
+    ws.chmod(0o755)
+    spill = open_tree / "spill"
+    spill.mkdir()
+    spill.chmod(0o777)
+    (ws / "locked.txt").chmod(0o000)
+    (ws / "closed").chmod(0o000)
+    grep, glob, named = _run_as_nobody(
+        ws,
+        spill,
+        [
+            ("grep", {"pattern": "needle"}),
+            ("glob", {"pattern": "*.txt"}),
+            ("grep", {"pattern": "needle", "path": "locked.txt"}),
+        ],
+    )
+    assert grep["partial"] is True
+    assert [m["path"] for m in grep["matches"]] == ["a.txt", "z/c.txt"]
+    assert "could not be read" in grep["text"]
+    assert glob["partial"] is True and sorted(glob["paths"]) == ["a.txt", "locked.txt", "z/c.txt"]
+    # The named target itself unreadable is a failure, not a partial result.
+    assert named["error"] == "SEARCH_FAILED"

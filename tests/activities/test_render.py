@@ -1,0 +1,166 @@
+"""Pure rendering: caps, the sampling algorithm, previews, footers."""
+
+from __future__ import annotations
+
+import pytest
+
+from fs_search.activities import render
+from fs_search.activities.render import GlobPage, Line, SpillNote
+
+
+def _shown(rel, page):
+    return [rel[i] for i in page.indices]
+
+
+def test_under_cap_shows_everything_in_mtime_order():
+    """A result that fits is shown whole, unsampled, with no footer."""
+    rel = ["b/1", "a/1", "b/2"]
+    page = render.glob_page(rel, cap=3, sample=True)
+    assert _shown(rel, page) == rel and not page.sampled
+    assert render.glob_text(rel, page, total=3, root=".", spill=None) == "b/1\na/1\nb/2"
+
+
+def test_exactly_at_cap_is_not_truncated():
+    """total == cap is under the cap: no footer."""
+    rel = [f"a/{i}" for i in range(5)]
+    page = render.glob_page(rel, cap=5, sample=False)
+    text = render.glob_text(rel, page, total=5, root=".", spill=None)
+    assert "Showing" not in text and text.count("\n") == 4
+
+
+def test_head_mode_keeps_the_mtime_head():
+    """Head mode shows the oldest `cap` paths."""
+    rel = [f"{g}/{i}" for i in range(5) for g in "ab"]
+    page = render.glob_page(rel, cap=4, sample=False)
+    assert _shown(rel, page) == rel[:4] and not page.sampled
+
+
+def test_sampling_rotates_in_first_appearance_order_and_groups_the_page():
+    """Rotation takes each entry's next path; the page lists entries in first-appearance order."""
+    rel = ["b/1", "b/2", "b/3", "b/4", "a/1", "c/1", "a/2", "b/5", "a/3"]
+    page = render.glob_page(rel, cap=5, sample=True)
+    # Round 1: b/1, a/1, c/1; round 2: b/2, a/2 (cap reached).
+    assert _shown(rel, page) == ["b/1", "b/2", "a/1", "a/2", "c/1"]
+    assert page.sampled and (page.groups_reached, page.groups_total) == (3, 3)
+
+
+def test_more_groups_than_cap_gives_first_groups_one_path_each():
+    """With more entries than the cap, the first `cap` entries get one path each."""
+    rel = ["a/1", "a/2", "b/1", "c/1", "d/1", "e/1"]
+    page = render.glob_page(rel, cap=3, sample=True)
+    assert _shown(rel, page) == ["a/1", "b/1", "c/1"]
+    assert page.sampled and (page.groups_reached, page.groups_total) == (3, 5)
+
+
+def test_flat_result_is_the_head_and_not_sampled():
+    """Every entry holding one path: the sample is the mtime head, sampled is false."""
+    rel = [f"f{i}.txt" for i in range(10)]
+    page = render.glob_page(rel, cap=4, sample=True)
+    assert _shown(rel, page) == rel[:4] and not page.sampled
+
+
+def test_files_directly_under_root_are_their_own_entries():
+    """A file at the top level is its own top-level entry."""
+    assert render.top_level("x.py") == "x.py"
+    assert render.top_level("src/a/b.py") == "src"
+
+
+def test_sampled_footer_names_basis_reach_and_asks_to_narrow():
+    """The sampled footer states the basis and N of M entries, and asks to narrow when N < M."""
+    page = GlobPage(indices=[0, 1, 2], sampled=True, groups_reached=3, groups_total=5)
+    note = SpillNote(locator="/spill/x.txt", hint="Read it with read.")
+    text = render.glob_text(["a/1", "b/1", "c/1"], page, total=40, root="src", spill=note)
+    assert text.startswith("a/1\nb/1\nc/1\n\n")
+    assert "sampled across the top-level entries of src" in text
+    assert "Reached 3 of 5 top-level entries; narrow `path`" in text
+    assert "37 more not shown" in text
+    assert "Saved the complete list (40 paths, oldest modified first) to: /spill/x.txt" in text
+    assert text.endswith("Read it with read.")
+
+
+def test_sampled_footer_without_narrowing_when_all_reached():
+    """No request to narrow when every entry was reached."""
+    page = GlobPage(indices=[0, 1], sampled=True, groups_reached=2, groups_total=2)
+    text = render.glob_text(["a/1", "b/1"], page, total=9, root=".", spill=None)
+    assert "Reached 2 of 2 top-level entries." in text and "narrow" not in text
+
+
+def test_failed_spill_says_the_full_result_could_not_be_saved():
+    """A failing store leaves the page and says the complete result could not be saved."""
+    page = GlobPage(indices=[0], sampled=False)
+    text = render.glob_text(["a"], page, total=2, root=".", spill=SpillNote(error="boom"))
+    assert "Could not save the complete list (2 paths, oldest modified first) (boom)" in text
+
+
+def test_no_spill_footer_counts_omitted_without_locator():
+    """spill: false renders the page with an omitted count and no locator."""
+    page = GlobPage(indices=[0], sampled=False)
+    text = render.glob_text(["a"], page, total=3, root=".", spill=None)
+    assert "2 more not shown" in text and "Saved" not in text
+
+
+def test_empty_results():
+    """Empty results read `No files found` / `No matches found`."""
+    assert (
+        render.glob_text([], GlobPage([], False), total=0, root=".", spill=None) == "No files found"
+    )
+    assert render.grep_text([], total=0, files=0, spill=None) == "No matches found"
+
+
+def test_grep_grouping_format():
+    """Matches are grouped under `<path>:` with `  Line N: ` lines and blank lines between files."""
+    lines = [Line("a.py", 12, "x"), Line("a.py", 40, "y"), Line("b.py", 3, "z")]
+    assert render.grep_text(lines, total=3, files=2, spill=None) == (
+        "a.py:\n  Line 12: x\n  Line 40: y\n\nb.py:\n  Line 3: z"
+    )
+
+
+def test_grep_footer_and_artifact():
+    """Over the cap the footer counts omitted lines; the artifact holds every full line."""
+    all_lines = [Line("a.py", i, "t" * 10) for i in range(1, 6)]
+    page = [render.preview(line, 4) for line in all_lines[:2]]
+    text = render.grep_text(page, total=5, files=1, spill=SpillNote(locator="L", hint="H"))
+    assert "  Line 1: tttt (line truncated)" in text
+    assert "(Showing 2 of 5 matching lines in 1 files. 3 more not shown.)" in text
+    assert "Saved all 5 matching lines (full text) to: L\nH" in text
+    artifact = render.grep_artifact(all_lines)
+    assert artifact.count("tttttttttt") == 5 and "truncated" not in artifact
+
+
+@pytest.mark.parametrize(
+    ("text", "cap", "expected", "cut"),
+    [
+        ("abc", 3, "abc", False),
+        ("abcd", 3, "abc", True),
+        ("é" * 3, 5, "éé", True),  # 2-byte chars: never split one
+        ("日本語", 7, "日本", True),  # 3-byte chars
+        ("a😀b", 4, "a", True),  # 4-byte char dropped whole
+        ("a😀b", 5, "a😀", True),
+    ],
+)
+def test_preview_cut_on_utf8_boundary(text, cap, expected, cut):
+    """Previews are cut at the byte cap without splitting a character."""
+    assert render.cut_utf8(text, cap) == (expected, cut)
+    assert len(render.cut_utf8(text, cap)[0].encode()) <= cap
+
+
+def test_paths_with_newlines_stay_on_one_line():
+    """A name containing a newline is shown escaped, one path per line."""
+    page = GlobPage(indices=[0], sampled=False)
+    assert render.glob_text(["a\nb"], page, total=1, root=".", spill=None) == "a\\nb"
+
+
+def test_partial_note():
+    """A partial result says some paths could not be read."""
+    text = render.grep_text([Line("a", 1, "x")], total=1, files=1, spill=None, partial=True)
+    assert text.endswith(render.PARTIAL_NOTE)
+
+
+def test_read_spill_text_footer():
+    """A read_spill page says where it is and how to continue."""
+    assert render.read_spill_text("a\nb", offset=0, shown=2, total=5, next_offset=2).endswith(
+        "(Lines 1-2 of 5; continue with offset=2.)"
+    )
+    assert "end of the result" in render.read_spill_text(
+        "e", offset=4, shown=1, total=5, next_offset=None
+    )

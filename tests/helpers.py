@@ -1,0 +1,52 @@
+"""Test helpers: deterministic trees, sparse files, process checks."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+
+def write_tree(
+    root: Path, files: Mapping[str, str | bytes], *, start_mtime: int = 1_600_000_000
+) -> Path:
+    """Create ``files`` under ``root``; mtimes increase in the mapping's order (1 s apart)."""
+    for i, (rel, content) in enumerate(files.items()):
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8", newline="")
+        os.utime(path, (start_mtime + i, start_mtime + i))
+    return root
+
+
+def sparse_file(path: Path, gigabytes: int = 100) -> Path:
+    """A huge sparse file: rg needs well over a second per GB to scan it, using no disk."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as f:
+        f.truncate(gigabytes * 1024**3)
+    return path
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the group still exists (zombies excluded)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # killpg succeeds for zombies too: look for a live member in /proc.
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False

@@ -1,0 +1,113 @@
+"""Searches through a real Temporal dev server: cancel, budget, overflow, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from pathlib import Path
+
+from temporalio.client import WorkflowFailureError
+from temporalio.worker import Worker
+
+from fs_search.activities.models import ErrorCode
+from fs_search.worker.app import new_worker
+from tests.helpers import group_alive, sparse_file, write_tree
+from tests.workflows_under_test import Calls, CallsWorkflow, CancelOneCallWorkflow, Options
+
+WORKFLOWS = [CallsWorkflow, CancelOneCallWorkflow]
+
+
+async def _wait_for_group(activities, timeout: float = 10.0) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        groups = activities.executor.live_process_groups
+        if groups:
+            return groups[0]
+        await asyncio.sleep(0.02)
+    raise AssertionError("rg never started")
+
+
+async def test_cancel_one_call_kills_rg_group(dev_env, make_activities, tmp_path: Path):
+    """Cancelling the call mid-search kills rg's process group and yields SEARCH_ABORTED."""
+    ws = tmp_path / "ws"
+    sparse_file(ws / "huge.bin")
+    acts = await make_activities(ws)
+    wsid = f"ws-{uuid.uuid4()}"
+    queue = f"wf-{uuid.uuid4()}"
+    async with (
+        new_worker(dev_env.client, acts, workspace_id=wsid),
+        Worker(dev_env.client, task_queue=queue, workflows=WORKFLOWS),
+    ):
+        spec = Calls(
+            options=Options(workspace_id=wsid),
+            calls=[("grep", {"pattern": "needle", "path": "huge.bin"})],
+        )
+        handle = await dev_env.client.start_workflow(
+            CancelOneCallWorkflow.run, spec, id=f"wf-{uuid.uuid4()}", task_queue=queue
+        )
+        pgid = await _wait_for_group(acts)
+        assert group_alive(pgid)
+        requested = time.monotonic()
+        await handle.signal(CancelOneCallWorkflow.cancel_call)
+        result = await handle.result()
+        latency = time.monotonic() - requested
+    assert result.is_error and result.error is not None
+    assert result.error.code == ErrorCode.SEARCH_ABORTED
+    assert not group_alive(pgid)
+    print(f"cancel latency {latency:.2f}s")
+
+
+async def test_whole_workflow_cancel_propagates(dev_env, make_activities, tmp_path: Path):
+    """Cancelling the whole workflow cancels the workflow (not a tool result) and kills rg."""
+    ws = tmp_path / "ws"
+    sparse_file(ws / "huge.bin")
+    acts = await make_activities(ws)
+    wsid = f"ws-{uuid.uuid4()}"
+    queue = f"wf-{uuid.uuid4()}"
+    async with (
+        new_worker(dev_env.client, acts, workspace_id=wsid),
+        Worker(dev_env.client, task_queue=queue, workflows=WORKFLOWS),
+    ):
+        spec = Calls(
+            options=Options(workspace_id=wsid),
+            calls=[("grep", {"pattern": "needle", "path": "huge.bin"})],
+        )
+        handle = await dev_env.client.start_workflow(
+            CallsWorkflow.run, spec, id=f"wf-{uuid.uuid4()}", task_queue=queue
+        )
+        pgid = await _wait_for_group(acts)
+        await handle.cancel()
+        try:
+            await handle.result()
+            raise AssertionError("workflow should have been cancelled")
+        except WorkflowFailureError as e:
+            print(repr(e.cause))
+        assert not group_alive(pgid)
+
+
+async def test_budget_and_overflow(dev_env, make_activities, tmp_path: Path):
+    """timeout_ms ends in SEARCH_ABORTED; over-cap raw output in SEARCH_RAW_OUTPUT_OVERFLOW."""
+    ws = tmp_path / "ws"
+    sparse_file(ws / "huge.bin")
+    write_tree(ws, {"many.txt": "match me\n" * 200_000})
+    acts = await make_activities(ws, raw_output_max_bytes=1_000_000)
+    wsid = f"ws-{uuid.uuid4()}"
+    queue = f"wf-{uuid.uuid4()}"
+    async with (
+        new_worker(dev_env.client, acts, workspace_id=wsid),
+        Worker(dev_env.client, task_queue=queue, workflows=WORKFLOWS),
+    ):
+        spec = Calls(
+            options=Options(workspace_id=wsid, timeout_ms=700),
+            calls=[
+                ("grep", {"pattern": "needle", "path": "huge.bin"}),
+                ("grep", {"pattern": "match", "path": "many.txt"}),
+            ],
+        )
+        results = await dev_env.client.execute_workflow(
+            CallsWorkflow.run, spec, id=f"wf-{uuid.uuid4()}", task_queue=queue
+        )
+    print([r.text for r in results])
+    assert results[0].error.code == ErrorCode.SEARCH_ABORTED
+    assert results[1].error.code == ErrorCode.SEARCH_RAW_OUTPUT_OVERFLOW

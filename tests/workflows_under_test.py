@@ -1,0 +1,98 @@
+"""Workflows the tests drive: thin shells around FsSearchTools with test-sized options."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel, Field
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from fs_search.activities.models import ToolResult, ToolsResult
+    from fs_search.workflows.tools import NON_RETRYABLE_ERROR_TYPES, FsSearchTools
+
+
+class Options(BaseModel):
+    """FsSearchTools options in milliseconds (None: the helper's default)."""
+
+    workspace_id: str
+    cwd: str | None = None
+    spill: bool = True
+    timeout_ms: int = 30_000
+    task_queue: str | None = None
+    heartbeat_ms: int | None = None
+    schedule_to_start_ms: int | None = None
+    start_to_close_ms: int | None = None
+    max_attempts: int | None = None
+
+    def tools(self) -> FsSearchTools:
+        kwargs: dict[str, Any] = {}
+        if self.heartbeat_ms is not None:
+            kwargs["heartbeat_timeout"] = timedelta(milliseconds=self.heartbeat_ms)
+        if self.schedule_to_start_ms is not None:
+            kwargs["schedule_to_start_timeout"] = timedelta(milliseconds=self.schedule_to_start_ms)
+        if self.start_to_close_ms is not None:
+            kwargs["start_to_close_timeout"] = timedelta(milliseconds=self.start_to_close_ms)
+        if self.max_attempts is not None:
+            kwargs["retry_policy"] = RetryPolicy(
+                maximum_attempts=self.max_attempts,
+                initial_interval=timedelta(milliseconds=100),
+                non_retryable_error_types=NON_RETRYABLE_ERROR_TYPES,
+            )
+        return FsSearchTools(
+            self.workspace_id,
+            cwd=self.cwd,
+            spill=self.spill,
+            timeout_ms=self.timeout_ms,
+            task_queue=self.task_queue,
+            **kwargs,
+        )
+
+
+class Calls(BaseModel):
+    options: Options
+    calls: list[tuple[str, dict[str, Any]]] = Field(default_factory=list)
+
+
+@workflow.defn
+class CallsWorkflow:
+    """Runs each call in order through FsSearchTools.call."""
+
+    @workflow.run
+    async def run(self, spec: Calls) -> list[ToolResult]:
+        tools = spec.options.tools()
+        return [await tools.call(name, args) for name, args in spec.calls]
+
+
+@workflow.defn
+class CatalogueWorkflow:
+    """Returns the catalogue the helper fetches."""
+
+    @workflow.run
+    async def run(self, options: Options) -> ToolsResult:
+        return await options.tools().catalogue()
+
+
+@workflow.defn
+class CancelOneCallWorkflow:
+    """Starts one call, cancels just that call when signalled, then returns its result."""
+
+    def __init__(self) -> None:
+        self._cancel = False
+
+    @workflow.signal
+    def cancel_call(self) -> None:
+        self._cancel = True
+
+    @workflow.run
+    async def run(self, spec: Calls) -> ToolResult:
+        tools = spec.options.tools()
+        name, args = spec.calls[0]
+        task = asyncio.ensure_future(tools.call(name, args))
+        await workflow.wait_condition(lambda: self._cancel or task.done())
+        if not task.done():
+            task.cancel()
+        return await task
