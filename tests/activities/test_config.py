@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from fs_search.activities.config import ConfigError, FsSearchConfig
 
@@ -64,5 +65,5 @@ def test_overrides_win_over_environment():
 def test_config_is_frozen():
     """Settings cannot change after start-up."""
     cfg = FsSearchConfig.load(getenv=_env({}), overrides={"sample_over_cap_glob_results": True})
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         cfg.glob_max_results = 5  # type: ignore[misc]

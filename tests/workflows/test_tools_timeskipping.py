@@ -1,0 +1,199 @@
+"""FsSearchTools' scheduling and error mapping on the time-skipping test server."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from temporalio import activity
+from temporalio.worker import Worker
+
+from fs_search.activities.errors import SearchError
+from fs_search.activities.models import (
+    GREP_ACTIVITY,
+    ErrorCode,
+    GrepRequest,
+    GrepResult,
+    task_queue_for,
+)
+from fs_search.workflows.agent import AgentInput, ExampleAgentWorkflow, ToolCall
+from fs_search.workflows.testing import canned_activities, search_worker
+from tests.helpers import write_tree
+from tests.workflows_under_test import Calls, CallsWorkflow, CatalogueWorkflow, Options
+
+WORKFLOWS = [CallsWorkflow, CatalogueWorkflow, ExampleAgentWorkflow]
+
+
+def _ids() -> tuple[str, str]:
+    return f"ws-{uuid.uuid4()}", f"wf-{uuid.uuid4()}"
+
+
+async def _calls(env, queue: str, options: Options, calls):
+    async with Worker(env.client, task_queue=queue, workflows=WORKFLOWS):
+        return await env.client.execute_workflow(
+            CallsWorkflow.run,
+            Calls(options=options, calls=calls),
+            id=f"wf-{uuid.uuid4()}",
+            task_queue=queue,
+        )
+
+
+async def test_schedule_to_start_without_worker_names_the_workspace(ts_env):
+    """No worker on the workspace queue: SEARCH_FAILED naming the workspace, in skipped time."""
+    wsid, queue = _ids()
+    [result] = await _calls(
+        ts_env,
+        queue,
+        Options(workspace_id=wsid, schedule_to_start_ms=2000),
+        [("grep", {"pattern": "x"})],
+    )
+    assert result.is_error and result.error.code == ErrorCode.SEARCH_FAILED
+    assert wsid in result.text and task_queue_for(wsid) in result.text
+
+
+async def test_heartbeat_timeout_becomes_search_aborted(ts_env):
+    """An activity that stops heartbeating times out after retries: SEARCH_ABORTED."""
+    wsid, queue = _ids()
+    attempts = []
+
+    @activity.defn(name=GREP_ACTIVITY)
+    async def silent(req: GrepRequest) -> GrepResult:
+        import asyncio
+
+        attempts.append(1)
+        await asyncio.sleep(3)  # real time: the test server does not skip while we run
+        raise AssertionError("should have timed out")
+
+    async with Worker(ts_env.client, task_queue=task_queue_for(wsid), activities=[silent]):
+        [result] = await _calls(
+            ts_env,
+            queue,
+            Options(workspace_id=wsid, heartbeat_ms=1000, max_attempts=2),
+            [("grep", {"pattern": "x"})],
+        )
+    assert result.error.code == ErrorCode.SEARCH_ABORTED and "heartbeat" in result.text
+    assert len(attempts) == 2
+
+
+async def test_contract_errors_are_not_retried(ts_env):
+    """A contract error fails the call at once (one attempt) and keeps its code and message."""
+    wsid, queue = _ids()
+    attempts = []
+
+    def failing(req):
+        attempts.append(req)
+        raise SearchError(ErrorCode.SEARCH_INVALID_PATTERN, "invalid pattern: boom")
+
+    async with Worker(
+        ts_env.client,
+        task_queue=task_queue_for(wsid),
+        activities=canned_activities(grep=failing),
+    ):
+        [result] = await _calls(
+            ts_env, queue, Options(workspace_id=wsid), [("grep", {"pattern": "("})]
+        )
+    assert len(attempts) == 1
+    assert result.text == "Error: invalid pattern: boom"
+    assert (result.error.name, result.error.code) == ("SearchError", "SEARCH_INVALID_PATTERN")
+
+
+async def test_other_failures_are_retried_then_search_failed(ts_env):
+    """A non-contract failure is retried up to the policy, then SEARCH_FAILED."""
+    wsid, queue = _ids()
+    attempts = []
+
+    def flaky(req):
+        attempts.append(req)
+        raise RuntimeError("disk on fire")
+
+    async with Worker(
+        ts_env.client, task_queue=task_queue_for(wsid), activities=canned_activities(glob=flaky)
+    ):
+        [result] = await _calls(
+            ts_env, queue, Options(workspace_id=wsid, max_attempts=3), [("glob", {"pattern": "*"})]
+        )
+    assert len(attempts) == 3
+    assert result.error.code == ErrorCode.SEARCH_FAILED and "disk on fire" in result.text
+
+
+async def test_call_dispatch_validates_model_arguments(ts_env):
+    """Unknown tools, extra keys and wrong types are refused before scheduling."""
+    wsid, queue = _ids()
+    results = await _calls(
+        ts_env,
+        queue,
+        Options(workspace_id=wsid, schedule_to_start_ms=1000),
+        [
+            ("find", {"pattern": "x"}),
+            ("grep", {"pattern": "x", "cwd": "/etc"}),
+            ("grep", {"pattern": 5}),
+            ("glob", {}),
+            ("grep", {"pattern": "x" * 3_000_000}),
+        ],
+    )
+    assert [r.error.code for r in results] == [ErrorCode.INVALID_ARGUMENT] * 5
+    assert "unknown tool 'find'" in results[0].text
+    assert "cwd" in results[1].text
+    assert "limit" in results[4].text
+
+
+async def test_real_activities_in_process_for_tmp_path(ts_env, tmp_path: Path):
+    """The testing helper runs the real activities over tmp_path on the workspace queue."""
+    ws = write_tree(tmp_path / "ws", {"a.py": "needle = 1\n", "b/c.py": "x\n"})
+    wsid, queue = _ids()
+    async with search_worker(ts_env.client, ws, workspace_id=wsid):
+        async with Worker(ts_env.client, task_queue=queue, workflows=WORKFLOWS):
+            out = await ts_env.client.execute_workflow(
+                ExampleAgentWorkflow.run,
+                AgentInput(
+                    workspace_id=wsid,
+                    calls=[
+                        ToolCall(name="glob", arguments={"pattern": "*.py"}),
+                        ToolCall(name="grep", arguments={"pattern": "needle"}),
+                        ToolCall(name="grep", arguments={"pattern": "("}),
+                    ],
+                ),
+                id=f"wf-{uuid.uuid4()}",
+                task_queue=queue,
+            )
+    assert out.catalogue.available and [t.name for t in out.catalogue.tools] == ["glob", "grep"]
+    glob, grep, bad = out.results
+    assert glob.text == "a.py\nb/c.py" and not glob.is_error
+    assert grep.text == "a.py:\n  Line 1: needle = 1"
+    assert bad.error.code == ErrorCode.SEARCH_INVALID_PATTERN
+
+
+async def test_canned_results(ts_env):
+    """Canned results answer under the same activity names."""
+    from fs_search.activities.models import GlobResult
+
+    wsid, queue = _ids()
+    canned = GlobResult(
+        root=".", paths=["x.py"], total=1, truncated=False, sampled=False, text="x.py"
+    )
+    async with Worker(
+        ts_env.client, task_queue=task_queue_for(wsid), activities=canned_activities(glob=canned)
+    ):
+        results = await _calls(
+            ts_env,
+            queue,
+            Options(workspace_id=wsid),
+            [("glob", {"pattern": "*"}), ("grep", {"pattern": "x"})],
+        )
+    assert results[0].text == "x.py" and results[0].result.paths == ["x.py"]
+    assert (
+        results[1].error.code == ErrorCode.SEARCH_FAILED and "no canned result" in results[1].text
+    )
+
+
+async def test_catalogue_unavailable_without_worker(ts_env):
+    """The catalogue reports unavailable (with the reason) when no worker answers."""
+    wsid, queue = _ids()
+    async with Worker(ts_env.client, task_queue=queue, workflows=WORKFLOWS):
+        cat = await ts_env.client.execute_workflow(
+            CatalogueWorkflow.run,
+            Options(workspace_id=wsid, schedule_to_start_ms=1000),
+            id=f"wf-{uuid.uuid4()}",
+            task_queue=queue,
+        )
+    assert not cat.available and wsid in (cat.reason or "")
