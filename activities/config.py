@@ -30,6 +30,9 @@ class FsSearchConfig(BaseModel):
     spill_url: str | None = None
     s3_endpoint_url: str | None = None
     spill_ttl_hours: float = Field(72.0, gt=0)
+    # Results at least this large cross Temporal through external storage (the spill
+    # store's bucket or directory) instead of the event history.
+    payload_threshold_bytes: int = Field(256 * 1024, ge=1024, le=1536 * 1024)
     trace_patterns: bool = False
     rg_path: str | None = None
     # rg's own worker threads per search (None: rg decides). With many concurrent

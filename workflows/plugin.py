@@ -1,12 +1,16 @@
-"""FsSearchPlugin: the data converter (and external storage) callers and workers install."""
+"""FsSearchPlugin: the data converter and external storage callers and workers install."""
 
 from __future__ import annotations
 
 import dataclasses
+import os
+from collections.abc import Callable
 
 from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import DataConverter, DefaultPayloadConverter, ExternalStorage
 from temporalio.plugin import SimplePlugin
+
+from fs_search.workflows.storage import DEFAULT_PAYLOAD_THRESHOLD, external_storage_for
 
 PLUGIN_NAME = "fs_search.FsSearchPlugin"
 
@@ -14,24 +18,45 @@ PLUGIN_NAME = "fs_search.FsSearchPlugin"
 class FsSearchPlugin(SimplePlugin):
     """Install on a client (workers built from it inherit it) to talk to fs-search.
 
-    It makes the data converter pydantic-aware (results are readable JSON in the UI) and,
-    when given one, adds the external storage that large ``spill: false`` results cross
-    Temporal through. Settings the caller already has (codec, failure converter, a custom
-    payload converter) are kept.
+    It makes the data converter pydantic-aware (results are readable JSON in the UI) and adds
+    the external storage large ``spill: false`` results cross Temporal through, configured
+    like the workers: ``FS_SEARCH_SPILL_URL`` / ``FS_SEARCH_S3_ENDPOINT_URL`` (or the
+    arguments). With an ``s3://`` store that is Temporal's S3 driver on the same bucket; with
+    the ``file://`` default it is a local directory, which only works where caller and worker
+    share the filesystem. Settings the caller already has (codec, failure converter, a custom
+    payload converter, its own external storage) are kept.
 
     Args:
-        external_storage: storage for payloads above its threshold; see
-            :func:`fs_search.workflows.storage.external_storage_from_env`.
+        spill_url: the workers' spill store URL (default: ``FS_SEARCH_SPILL_URL``).
+        s3_endpoint_url: S3 endpoint (default: ``FS_SEARCH_S3_ENDPOINT_URL``, then the
+            standard AWS configuration).
+        payload_threshold: payloads at least this large go to external storage.
+        external_storage: use this instead of building one; ``False`` for none.
+        getenv: environment lookup (injectable for tests).
     """
 
-    def __init__(self, *, external_storage: ExternalStorage | None = None) -> None:
-        self.external_storage = external_storage
+    def __init__(
+        self,
+        *,
+        spill_url: str | None = None,
+        s3_endpoint_url: str | None = None,
+        payload_threshold: int = DEFAULT_PAYLOAD_THRESHOLD,
+        external_storage: ExternalStorage | bool | None = None,
+        getenv: Callable[[str], str | None] = os.environ.get,
+    ) -> None:
+        if external_storage is None or external_storage is True:
+            external_storage = external_storage_for(
+                spill_url or getenv("FS_SEARCH_SPILL_URL") or None,
+                s3_endpoint_url=s3_endpoint_url or getenv("FS_SEARCH_S3_ENDPOINT_URL") or None,
+                payload_threshold=payload_threshold,
+            )
+        self.external_storage = external_storage or None
         super().__init__(PLUGIN_NAME, data_converter=self._converter)
 
     def _converter(self, existing: DataConverter | None) -> DataConverter:
         base = existing or DataConverter.default
         if base.payload_converter_class is DefaultPayloadConverter:
             base = dataclasses.replace(base, payload_converter_class=PydanticPayloadConverter)
-        if self.external_storage is not None and base.external_storage is None:
+        if isinstance(self.external_storage, ExternalStorage) and base.external_storage is None:
             base = dataclasses.replace(base, external_storage=self.external_storage)
         return base

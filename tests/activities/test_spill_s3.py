@@ -1,0 +1,170 @@
+"""The s3:// spill store against a real S3 server (SeaweedFS from the wheel)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from fs_search.activities.catalogue import READ_SPILL_PROMPT
+from fs_search.activities.models import GlobRequest, GrepRequest, ReadSpillRequest
+from fs_search.activities.spill_s3 import S3SpillStore
+from fs_search.worker.app import maintenance
+from fs_search.worker.services import free_port
+from tests.conftest import start_s3
+from tests.helpers import write_tree
+
+
+def _store(s3, prefix: str | None = None) -> S3SpillStore:
+    return S3SpillStore.from_url(s3.url(prefix), endpoint_url=s3.endpoint_url)
+
+
+def _dead_store() -> S3SpillStore:
+    return S3SpillStore("fs-search-test", "spill", endpoint_url=f"http://127.0.0.1:{free_port()}")
+
+
+@pytest.fixture
+def many(tmp_path: Path) -> Path:
+    return write_tree(
+        tmp_path / "ws", {f"d{i % 4}/f{i:03}.txt": f"needle {i}\n" for i in range(40)}
+    )
+
+
+async def test_round_trip_and_paging(s3, many, make_activities):
+    """Over-cap results land in S3; read_spill pages through them by line."""
+    store = _store(s3)
+    acts = await make_activities(many, store=store, glob_max_results=5)
+    r = await ActivityEnvironment().run(acts.glob, GlobRequest(pattern="*.txt"))
+    assert r.spill is not None and r.spill.locator.startswith(f"s3://{s3.bucket}/{store.prefix}/")
+    assert "read_spill" in r.spill.hint and r.spill.locator in r.text
+    pages, offset = [], 0
+    while offset is not None:
+        page = await ActivityEnvironment().run(
+            acts.read_spill, ReadSpillRequest(locator=r.spill.locator, offset=offset, limit=15)
+        )
+        pages += page.text.splitlines()
+        offset = page.next_offset
+        assert page.total_lines == 40
+    assert pages == [f"d{i % 4}/f{i:03}.txt" for i in range(40)]
+    catalogue = await ActivityEnvironment().run(acts.tools)
+    assert [t.name for t in catalogue.tools] == ["glob", "grep", "read_spill"]
+    assert catalogue.system_prompt[-1] == READ_SPILL_PROMPT
+
+
+async def test_retry_overwrites_its_artifact(s3, tmp_path, make_activities):
+    """The same workflow run + activity id + tool writes one key: a retry overwrites."""
+    store = _store(s3)
+    ws = write_tree(tmp_path / "ws", {f"a{i}.txt": "x" for i in range(6)})
+    acts = await make_activities(ws, store=store, glob_max_results=2)
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(
+        env.info, workflow_id="wf-1", workflow_run_id="run-1", activity_id="7"
+    )
+    first = await env.run(acts.glob, GlobRequest(pattern="*"))
+    write_tree(ws, {"b.txt": "x"}, start_mtime=1_700_000_000)
+    env.info = dataclasses.replace(env.info, attempt=2)
+    second = await env.run(acts.glob, GlobRequest(pattern="*"))
+    assert first.spill.locator == second.spill.locator
+    assert await s3.keys(store.prefix + "/") == [f"{store.prefix}/wf-1/run-1/7.glob.txt"]
+    page = await env.run(acts.read_spill, ReadSpillRequest(locator=second.spill.locator))
+    assert page.total_lines == 7
+
+
+async def test_keys_never_carry_model_input(s3, many, make_activities):
+    """Keys come from Temporal ids only, percent-encoded: no slashes or '..' from anywhere."""
+    store = _store(s3)
+    acts = await make_activities(many, store=store, grep_max_matches=1)
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, workflow_id="../../evil/..", activity_id="a/b")
+    r = await env.run(acts.grep, GrepRequest(pattern="needle|\\.\\./\\.\\./x", path="d1"))
+    key = r.spill.locator.removeprefix(f"s3://{s3.bucket}/")
+    assert key.startswith(store.prefix + "/") and "needle" not in key
+    assert key.split("/")[1:] == ["%2E%2E%2F%2E%2E%2Fevil%2F%2E%2E", "test-run", "a%2Fb.grep.txt"]
+
+
+async def test_locator_confinement(s3, many, make_activities):
+    """Locators outside the configured bucket/prefix are INVALID_ARGUMENT; a missing one fails."""
+    store = _store(s3)
+    acts = await make_activities(many, store=store)
+    bad = [
+        f"s3://other-bucket/{store.prefix}/x.txt",
+        f"s3://{s3.bucket}/another-prefix/x.txt",
+        f"s3://{s3.bucket}/{store.prefix}/../another-prefix/x.txt",
+        f"s3://{s3.bucket}/{store.prefix}",
+        "/etc/passwd",
+        f"file:///{store.prefix}/x.txt",
+    ]
+    for locator in bad:
+        with pytest.raises(ApplicationError) as info:
+            await ActivityEnvironment().run(acts.read_spill, ReadSpillRequest(locator=locator))
+        assert info.value.type == "INVALID_ARGUMENT", locator
+    with pytest.raises(ApplicationError) as info:
+        await ActivityEnvironment().run(
+            acts.read_spill, ReadSpillRequest(locator=f"s3://{s3.bucket}/{store.prefix}/gone.txt")
+        )
+    assert info.value.type == "SEARCH_FAILED" and "expired" in info.value.message
+
+
+async def test_store_down_at_start(many, make_activities, caplog):
+    """An unreachable endpoint: the worker starts with a warning and searches return spill_error."""
+    store = _dead_store()
+    acts = await make_activities(many, store=store, glob_max_results=5)
+    with caplog.at_level(logging.WARNING, logger="fs_search.worker"):
+        async with maintenance(acts):
+            started = time.monotonic()
+            r = await ActivityEnvironment().run(acts.glob, GlobRequest(pattern="*"))
+            elapsed = time.monotonic() - started
+    assert "not usable right now" in caplog.text
+    assert r.spill is None and r.spill_error and len(r.paths) == 5 and r.total == 40
+    assert "Could not save the complete list" in r.text
+    assert elapsed < 20
+
+
+async def test_missing_bucket(s3, many, make_activities):
+    """A bucket that does not exist degrades to spill_error too."""
+    store = S3SpillStore(f"no-such-{uuid.uuid4().hex[:8]}", "p", endpoint_url=s3.endpoint_url)
+    acts = await make_activities(many, store=store, grep_max_matches=2)
+    r = await ActivityEnvironment().run(acts.grep, GrepRequest(pattern="needle"))
+    assert r.spill is None and "NoSuchBucket" in r.spill_error and len(r.matches) == 2
+
+
+async def test_outage_mid_run_and_recovery(tmp_path, many, make_activities):
+    """Stop S3 mid-run: spill_error while down; after a restart the same worker spills again."""
+    own = await start_s3(tmp_path / "weed", bucket="outage-test")
+    try:
+        store = _store(own)
+        acts = await make_activities(many, store=store, glob_max_results=5)
+        ok = await ActivityEnvironment().run(acts.glob, GlobRequest(pattern="*"))
+        assert ok.spill is not None
+        own.server.stop()
+        down = await ActivityEnvironment().run(acts.glob, GlobRequest(pattern="*"))
+        assert down.spill is None and down.spill_error and len(down.paths) == 5
+        await own.server.start()
+        back = await ActivityEnvironment().run(acts.glob, GlobRequest(pattern="*"))
+        assert back.spill is not None and back.spill_error is None
+        page = await ActivityEnvironment().run(
+            acts.read_spill, ReadSpillRequest(locator=back.spill.locator)
+        )
+        assert page.total_lines == 40
+    finally:
+        own.server.stop()
+
+
+async def test_large_unspilled_result_with_store_down_fails_once_clearly(tmp_path, make_activities):
+    """A spill: false result too big to inline, with its store down: one clear SEARCH_FAILED."""
+    ws = write_tree(tmp_path / "ws", {f"dir/{'n' * 60}_{i:05}.txt": "" for i in range(5000)})
+    acts = await make_activities(ws, store=_dead_store())
+    with pytest.raises(ApplicationError) as info:
+        await ActivityEnvironment().run(acts.glob, GlobRequest(pattern="*", spill=False))
+    assert info.value.type == "SEARCH_FAILED" and info.value.non_retryable
+    assert "payload store" in info.value.message
+    small = await ActivityEnvironment().run(
+        acts.glob, GlobRequest(pattern="*_0000?.txt", spill=False)
+    )
+    assert small.total == 10
