@@ -50,3 +50,17 @@ def group_alive(pgid: int) -> bool:
         if int(fields[2]) == pgid and fields[0] != "Z":
             return True
     return False
+
+
+def big_tree(
+    root: Path, *, files: int = 200_000, per_dir: int = 1000, matches: int = 100_000
+) -> Path:
+    """``files`` empty ``*.f`` files in directories of ``per_dir``, plus ``big.txt`` with
+    ``matches`` matching lines (``match <n>``)."""
+    for d in range(files // per_dir):
+        directory = root / f"d{d:04}"
+        directory.mkdir(parents=True)
+        for i in range(per_dir):
+            os.close(os.open(directory / f"file_{i:05}.f", os.O_CREAT | os.O_WRONLY, 0o644))
+    (root / "big.txt").write_text("".join(f"match {n}\n" for n in range(matches)))
+    return root

@@ -180,3 +180,22 @@ def test_module_entry_point():
         [sys.executable, "-m", "fs_search.worker", "--help"], capture_output=True, text=True
     )
     assert p.returncode == 0 and "worker" in p.stdout
+
+
+async def test_spill_read_pages_an_s3_artifact(s3, make_activities, tmp_path):
+    """`fs-search spill read` pages through an S3 artifact and refuses foreign locators."""
+    from temporalio.testing import ActivityEnvironment
+
+    from fs_search.activities.models import GlobRequest
+    from fs_search.activities.spill_s3 import S3SpillStore
+
+    prefix = f"cli-{uuid.uuid4().hex[:8]}"
+    ws = write_tree(tmp_path / "ws", {f"f{i:02}.txt": "x" for i in range(10)})
+    store = S3SpillStore.from_url(s3.url(prefix), endpoint_url=s3.endpoint_url)
+    acts = await make_activities(ws, store=store, glob_max_results=2)
+    locator = (await ActivityEnvironment().run(acts.glob, GlobRequest(pattern="*"))).spill.locator
+    p = cli("spill", "read", locator, "--offset", "2", "--limit", "3", env=s3.env(prefix))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "f02.txt\nf03.txt\nf04.txt\n\n(Lines 3-5 of 10; continue with offset=5.)\n"
+    p = cli("spill", "read", f"s3://{s3.bucket}/elsewhere/x.txt", env=s3.env(prefix))
+    assert p.returncode == 1 and "outside" in p.stderr
