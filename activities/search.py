@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
+from opentelemetry import trace
+from opentelemetry.trace import Span, Status, StatusCode
 from temporalio import activity
 
 from fs_search.activities import command, parse, render
@@ -35,6 +37,7 @@ from fs_search.activities.models import (
 )
 from fs_search.activities.paths import SearchTarget, Workspace
 from fs_search.activities.spill import SpillKey, SpillStore
+from fs_search.activities.telemetry import SearchTelemetry, mark_failed, outcome_of
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +46,7 @@ HEARTBEAT_INTERVAL_S = 0.2
 SPILL_TIMEOUT_S = 15.0
 
 T = TypeVar("T")
+R = TypeVar("R", GlobRequest, GrepRequest)
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,7 @@ class SearchActivities:
         executor: runs rg as killable process groups.
         store: where over-cap results are saved in full.
         rg: the probed rg binary (``path=None`` when unavailable).
+        telemetry: spans and metrics (default: the global OpenTelemetry providers).
     """
 
     def __init__(
@@ -73,12 +78,14 @@ class SearchActivities:
         executor: Executor,
         store: SpillStore,
         rg: RgStatus,
+        telemetry: SearchTelemetry | None = None,
     ) -> None:
         self.config = config
         self.workspace = workspace
         self.executor = executor
         self.store = store
         self.rg = rg
+        self.telemetry = telemetry or SearchTelemetry(trace_patterns=config.trace_patterns)
 
     def all(self) -> list[object]:
         """Every activity, for ``Worker(activities=...)``: all four are always registered."""
@@ -89,12 +96,12 @@ class SearchActivities:
     @activity.defn(name=GLOB_ACTIVITY)
     async def glob(self, req: GlobRequest) -> GlobResult:
         """Find files by glob pattern under the search root, oldest modified first."""
-        return await _contract(self._glob(req))
+        return await self._observed("glob", req, self._glob)
 
     @activity.defn(name=GREP_ACTIVITY)
     async def grep(self, req: GrepRequest) -> GrepResult:
         """Search file contents; matching lines grouped by file."""
-        return await _contract(self._grep(req))
+        return await self._observed("grep", req, self._grep)
 
     @activity.defn(name=TOOLS_ACTIVITY)
     async def tools(self) -> ToolsResult:
@@ -134,42 +141,72 @@ class SearchActivities:
 
     # --- pipelines -------------------------------------------------------------------
 
-    async def _glob(self, req: GlobRequest) -> GlobResult:
+    async def _observed(
+        self,
+        tool: str,
+        req: R,
+        pipeline: Callable[[R, Progress], Awaitable[T]],
+    ) -> T:
+        """Run a search pipeline: heartbeats, the activity span's attributes, metrics."""
+        progress = Progress(phase="checks")
+        span = trace.get_current_span()
+        span.set_attributes(
+            {
+                "fs_search.tool": tool,
+                "fs_search.workspace_id": self.telemetry.workspace_id,
+                **self.telemetry.pattern_attributes("pattern", req.pattern),
+                **self.telemetry.pattern_attributes("include", getattr(req, "include", None)),
+            }
+        )
+        error: BaseException | None = None
+        try:
+            async with _heartbeating(progress):
+                return await _contract(pipeline(req, progress))
+        except BaseException as e:
+            error = e
+            mark_failed(span, e)
+            raise
+        finally:
+            self.telemetry.record(
+                tool=tool,
+                outcome=outcome_of(error),
+                started=progress.started,
+                raw_bytes=progress.raw_bytes,
+            )
+
+    async def _glob(self, req: GlobRequest, progress: Progress) -> GlobResult:
         cfg = self.config
         _check_sizes(req)
         _check(command.pattern_problem(req.pattern))
         budget = self._budget_s(req.timeout_ms)
         target = self.workspace.target(cwd=req.cwd, path=req.path, tool="glob")
         argv = command.for_glob(req.pattern, rg=self._rg())
-        progress = Progress(phase="rg")
-        async with _heartbeating(progress):
+        with self._rg_span("glob", progress) as span:
             run = await self._run_rg(argv, target, budget, progress)
+            span.set_attribute("fs_search.exit_code", run.returncode)
             partial = rg_outcome(
                 run.returncode, run.stderr, produced_output=bool(run.stdout), complete=True
             )
-            progress.phase = "render"
+        with self._phase("parse", progress):
             rel = parse.glob_paths(run.stdout)
             display = [target.display(r) for r in rel]
+        with self._phase("render", progress):
             page = render.glob_page(
                 rel, cap=cfg.glob_max_results, sample=cfg.sample_over_cap_glob_results
             )
             shown = [display[i] for i in page.indices]
             total = len(display)
             truncated = total > len(shown)
-            ref, error, note = None, None, None
-            if truncated and req.spill:
-                progress.phase = "spill"
-                ref, error = await self._spill("glob", lambda: render.glob_artifact(display))
-                note = render.SpillNote(
-                    locator=ref.locator if ref else None,
-                    hint=ref.hint if ref else None,
-                    error=error,
-                )
-            text = render.glob_text(
-                shown, page, total=total, root=target.root, spill=note, partial=partial
+        ref, error, note = None, None, None
+        if truncated and req.spill:
+            ref, error, note = await self._spill(
+                "glob", progress, lambda: render.glob_artifact(display)
             )
-            if not req.spill:
-                await self._payload_store_ready(sum(len(p) + 4 for p in display) + len(text))
+        text = render.glob_text(
+            shown, page, total=total, root=target.root, spill=note, partial=partial
+        )
+        if not req.spill:
+            await self._payload_store_ready(sum(len(p) + 4 for p in display) + len(text))
         return GlobResult(
             root=target.root,
             paths=shown if req.spill else display,
@@ -182,7 +219,7 @@ class SearchActivities:
             partial=partial,
         )
 
-    async def _grep(self, req: GrepRequest) -> GrepResult:
+    async def _grep(self, req: GrepRequest, progress: Progress) -> GrepResult:
         cfg = self.config
         _check_sizes(req)
         _check(command.pattern_problem(req.pattern))
@@ -197,9 +234,8 @@ class SearchActivities:
             file_arg=target.file_arg,
             threads=cfg.rg_threads,
         )
-        progress = Progress(phase="rg")
-        stream = parse.GrepStream()
-        async with _heartbeating(progress):
+        stream = parse.GrepStream()  # parses while rg streams
+        with self._rg_span("grep", progress) as span:
             try:
                 run = await self._run_rg(argv, target, budget, progress, on_chunk=stream.feed)
                 found = stream.finish()
@@ -207,6 +243,7 @@ class SearchActivities:
                 raise SearchError(
                     ErrorCode.SEARCH_FAILED, f"malformed rg --json output: {e}"
                 ) from e
+            span.set_attribute("fs_search.exit_code", run.returncode)
             partial = rg_outcome(
                 run.returncode,
                 run.stderr,
@@ -214,8 +251,9 @@ class SearchActivities:
                 complete=stream.complete,
                 file_arg=target.file_arg,
             )
-            progress.phase = "render"
+        with self._phase("parse", progress):
             lines = await asyncio.to_thread(_display_lines, found, target)
+        with self._phase("render", progress):
             total = len(lines)
             files = len({line.path for line in lines})
             page = [
@@ -223,21 +261,19 @@ class SearchActivities:
                 for line in lines[: cfg.grep_max_matches]
             ]
             truncated = total > len(page)
-            ref, error, note = None, None, None
-            if truncated and req.spill:
-                progress.phase = "spill"
-                ref, error = await self._spill("grep", lambda: render.grep_artifact(lines))
-                note = render.SpillNote(
-                    locator=ref.locator if ref else None,
-                    hint=ref.hint if ref else None,
-                    error=error,
-                )
-            text = render.grep_text(page, total=total, files=files, spill=note, partial=partial)
-            if not req.spill:
-                estimate = sum(len(x.path) + len(x.text) + 64 for x in lines) + len(text)
-                await self._payload_store_ready(estimate)
-            shown = page if req.spill else lines
-            matches = [
+        ref, error, note = None, None, None
+        if truncated and req.spill:
+            ref, error, note = await self._spill(
+                "grep", progress, lambda: render.grep_artifact(lines)
+            )
+        text = render.grep_text(page, total=total, files=files, spill=note, partial=partial)
+        if not req.spill:
+            await self._payload_store_ready(
+                sum(len(x.path) + len(x.text) + 64 for x in lines) + len(text)
+            )
+        shown = page if req.spill else lines
+        return GrepResult(
+            matches=[
                 GrepMatch(
                     path=line.path,
                     line_number=line.line_number,
@@ -245,9 +281,7 @@ class SearchActivities:
                     line_truncated=line.truncated,
                 )
                 for line in shown
-            ]
-        return GrepResult(
-            matches=matches,
+            ],
             total=total,
             files=files,
             truncated=truncated,
@@ -256,6 +290,26 @@ class SearchActivities:
             spill=ref,
             spill_error=error,
         )
+
+    @contextlib.contextmanager
+    def _rg_span(self, tool: str, progress: Progress) -> Iterator[Span]:
+        """The ``fs_search.rg`` span: exit code, raw bytes and outcome of the rg run."""
+        progress.phase = "rg"
+        with self.telemetry.span(
+            "fs_search.rg",
+            **{"fs_search.tool": tool, "fs_search.workspace_id": self.telemetry.workspace_id},
+        ) as span:
+            try:
+                yield span
+                span.set_attribute("fs_search.outcome", "ok")
+            finally:
+                span.set_attribute("fs_search.raw_bytes", progress.raw_bytes)
+
+    @contextlib.contextmanager
+    def _phase(self, name: str, progress: Progress) -> Iterator[Span]:
+        progress.phase = name
+        with self.telemetry.span(f"fs_search.{name}") as span:
+            yield span
 
     # --- helpers ---------------------------------------------------------------------
 
@@ -308,21 +362,33 @@ class SearchActivities:
             ) from e
 
     async def _spill(
-        self, tool: str, build: Callable[[], str]
-    ) -> tuple[SpillRef | None, str | None]:
+        self, tool: str, progress: Progress, build: Callable[[], str]
+    ) -> tuple[SpillRef | None, str | None, render.SpillNote]:
         """Save the complete result; a failing store is reported, never raised."""
-        try:
-            text = await asyncio.to_thread(build)
-            async with asyncio.timeout(SPILL_TIMEOUT_S):
-                return await self.store.save(_spill_key(tool), text), None
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # noqa: BLE001 - any store failure degrades to spill_error
-            log.warning("spill to %s failed: %s", self.store.describe(), e)
-            message = str(e) or type(e).__name__
-            if isinstance(e, TimeoutError):
-                message = f"the spill store did not answer within {SPILL_TIMEOUT_S:.0f} s"
-            return None, f"{type(e).__name__}: {message}"[:500]
+        progress.phase = "spill"
+        with self.telemetry.span(
+            "fs_search.spill", **{"fs_search.spill.backend": self.store.backend}
+        ) as span:
+            ref, error = None, None
+            try:
+                text = await asyncio.to_thread(build)
+                span.set_attribute("fs_search.spill.bytes", len(text.encode("utf-8", "replace")))
+                async with asyncio.timeout(SPILL_TIMEOUT_S):
+                    ref = await self.store.save(_spill_key(tool), text)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 - any store failure degrades to spill_error
+                log.warning("spill to %s failed: %s", self.store.describe(), e)
+                message = str(e) or type(e).__name__
+                if isinstance(e, TimeoutError):
+                    message = f"the spill store did not answer within {SPILL_TIMEOUT_S:.0f} s"
+                error = f"{type(e).__name__}: {message}"[:500]
+                span.set_status(Status(StatusCode.ERROR, error))
+            span.set_attribute("fs_search.spill.success", ref is not None)
+        note = render.SpillNote(
+            locator=ref.locator if ref else None, hint=ref.hint if ref else None, error=error
+        )
+        return ref, error, note
 
 
 def _display_lines(found: list[parse.Match], target: SearchTarget) -> list[render.Line]:

@@ -25,6 +25,7 @@ from fs_search.activities.models import task_queue_for
 from fs_search.activities.paths import Workspace
 from fs_search.activities.search import RgStatus, SearchActivities
 from fs_search.activities.spill import SpillStore
+from fs_search.activities.telemetry import SearchTelemetry
 from fs_search.worker.binaries import find_binary
 from fs_search.worker.stores import open_store
 
@@ -72,10 +73,16 @@ async def build_activities(
     config: FsSearchConfig,
     workspace: str | os.PathLike[str],
     *,
+    workspace_id: str | None = None,
     executor: Executor | None = None,
     store: SpillStore | None = None,
+    telemetry: SearchTelemetry | None = None,
 ) -> SearchActivities:
     """The activities for one workspace, with rg probed and the spill store opened."""
+    telemetry = telemetry or SearchTelemetry(
+        trace_patterns=config.trace_patterns,
+        workspace_id=workspace_id or default_workspace_id(workspace),
+    )
     executor = executor or Executor(backstop=default_backstop())
     rg_path = config.rg_path or find_binary("rg")
     rg = await probe_rg(executor, rg_path)
@@ -87,6 +94,7 @@ async def build_activities(
         executor=executor,
         store=store or open_store(config),
         rg=rg,
+        telemetry=telemetry,
     )
 
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from fs_search.activities.config import ConfigError, FsSearchConfig
 from fs_search.activities.models import ToolResult
 from fs_search.worker.connect import TemporalUnreachable
+from fs_search.worker.telemetry import TelemetryConfigError
 
 EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 log = logging.getLogger("fs_search.cli")
@@ -103,6 +104,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as e:
         print(f"fs-search: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except TelemetryConfigError as e:
+        print(f"fs-search: {e}", file=sys.stderr)
+        return EXIT_USAGE
     except TemporalUnreachable as e:
         print(f"fs-search: {e}", file=sys.stderr)
         return EXIT_UNREACHABLE
@@ -116,20 +120,24 @@ async def _worker(args: argparse.Namespace) -> int:
     from fs_search.worker.app import build_activities, default_workspace_id, run_until_signalled
     from fs_search.worker.connect import connect
     from fs_search.worker.stores import plugin_for
+    from fs_search.worker.telemetry import telemetry_from_env
 
     config = FsSearchConfig.load(overrides={"sample_over_cap_glob_results": args.sample})
     if not os.path.isdir(args.workspace):
         print(f"fs-search: workspace {args.workspace!r} is not a directory", file=sys.stderr)
         return EXIT_USAGE
     workspace_id = args.workspace_id or default_workspace_id(args.workspace)
-    activities = await build_activities(config, args.workspace)
-    client = await connect(
-        address=args.address,
-        namespace=args.namespace,
-        profile=args.profile,
-        plugins=[plugin_for(config)],
-    )
-    await run_until_signalled(client, activities, workspace_id=workspace_id)
+    telemetry = telemetry_from_env()
+    async with telemetry.running():
+        activities = await build_activities(config, args.workspace, workspace_id=workspace_id)
+        client = await connect(
+            address=args.address,
+            namespace=args.namespace,
+            profile=args.profile,
+            plugins=[plugin_for(config)],
+            runtime=telemetry.runtime,
+        )
+        await run_until_signalled(client, activities, workspace_id=workspace_id)
     return EXIT_OK
 
 
@@ -196,3 +204,16 @@ def _print(result: ToolResult, *, as_json: bool) -> None:
         print(result.model_dump_json(indent=2))
     else:
         print(result.text)
+
+
+def run() -> None:
+    """Console-script entry: run, flush, and leave without interpreter finalisation.
+
+    Temporal's core threads can still be calling back into Python while the interpreter
+    finalises, which can abort the process after its work is done; everything has been
+    shut down and flushed by then, so exit directly.
+    """
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

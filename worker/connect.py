@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from temporalio.client import Client, Plugin
 from temporalio.envconfig import ClientConfig
+from temporalio.runtime import Runtime
 
 
 class TemporalUnreachable(RuntimeError):
@@ -18,10 +19,12 @@ async def connect(
     namespace: str | None = None,
     profile: str | None = None,
     plugins: Sequence[Plugin] = (),
+    runtime: Runtime | None = None,
 ) -> Client:
     """Connect using TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE / TEMPORAL_API_KEY / TLS / profiles.
 
-    ``address`` and ``namespace`` override the environment and profile.
+    ``address`` and ``namespace`` override the environment and profile; ``runtime`` carries
+    the metrics buffer when Temporal's metrics are exported.
 
     Raises:
         TemporalUnreachable: the server did not answer.
@@ -33,7 +36,7 @@ async def connect(
         config["namespace"] = namespace
     config.setdefault("target_host", "localhost:7233")
     try:
-        return await Client.connect(**config, plugins=list(plugins))
+        return await Client.connect(**config, plugins=list(plugins), runtime=runtime)
     except RuntimeError as e:
         target = config.get("target_host")
         raise TemporalUnreachable(f"cannot reach Temporal at {target}: {e}") from e

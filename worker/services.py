@@ -17,7 +17,6 @@ from typing import IO
 
 from fs_search.worker.binaries import require_binary
 
-
 _handed_out: set[int] = set()
 
 
@@ -128,7 +127,14 @@ class DevServer:
         argv += ["--ui-port", str(self.ui_port)] if self.ui_port else ["--headless"]
         for item in dynamic_config:
             argv += ["--dynamic-config-value", item]
-        self.process = ManagedProcess(argv, log_path=log_path)
+        self._own_log = log_path is None
+        if log_path is None:
+            fd, name = tempfile.mkstemp(prefix="fs-search-temporal-", suffix=".log")
+            os.close(fd)
+            log_path = Path(name)
+        # The server reads OTEL_* itself and refuses values meant for fs-search (console).
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+        self.process = ManagedProcess(argv, log_path=log_path, env=env)
 
     @property
     def address(self) -> str:
@@ -145,14 +151,27 @@ class DevServer:
         self.process.start()
         try:
             await wait_for_port("127.0.0.1", self.port, timeout=timeout, proc=self.process)
-        except BaseException:
+        except BaseException as e:
             self.process.stop()
-            raise
+            tail = _tail(self.process.log_path)
+            raise RuntimeError(f"{e}{': ' + tail if tail else ''}") from e
         return self
 
     def stop(self) -> None:
-        """Stop the server (by pid)."""
+        """Stop the server (by pid); its log is removed when it was a temporary one."""
         self.process.stop()
+        if self._own_log and self.process.log_path is not None:
+            with contextlib.suppress(OSError):
+                self.process.log_path.unlink()
+
+
+def _tail(path: Path | None, lines: int = 3) -> str:
+    if path is None:
+        return ""
+    try:
+        return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])[-1500:]
+    except OSError:
+        return ""
 
 
 class SeaweedS3:

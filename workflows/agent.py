@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 from temporalio import workflow
+from temporalio.client import Client, WorkflowHandle
 
 with workflow.unsafe.imports_passed_through():
     from fs_search.activities.models import ToolResult, ToolsResult
@@ -48,6 +49,24 @@ class ExampleAgentWorkflow:
         tools = FsSearchTools(session.workspace_id, cwd=session.cwd)
         catalogue = await tools.catalogue()
         results = []
-        for call in session.calls:
+        for number, call in enumerate(session.calls, start=1):
+            # Shown as "current details" in the Temporal UI while the session runs.
+            workflow.set_current_details(f"tool call {number} of {len(session.calls)}: {call.name}")
             results.append(await tools.call(call.name, call.arguments))
+        workflow.set_current_details(f"done: {len(results)} tool calls")
         return AgentOutput(catalogue=catalogue, results=results)
+
+
+async def start_example_agent(
+    client: Client, session: AgentInput, *, id: str, task_queue: str
+) -> WorkflowHandle[Any, AgentOutput]:
+    """Start the example agent with a static summary for the Temporal UI."""
+    return await client.start_workflow(
+        ExampleAgentWorkflow.run,
+        session,
+        id=id,
+        task_queue=task_queue,
+        static_summary=(
+            f"example agent: {len(session.calls)} tool calls on workspace {session.workspace_id}"
+        )[:200],
+    )

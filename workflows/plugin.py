@@ -6,6 +6,8 @@ import dataclasses
 import os
 from collections.abc import Callable
 
+from opentelemetry.trace import Tracer
+from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import DataConverter, DefaultPayloadConverter, ExternalStorage
 from temporalio.plugin import SimplePlugin
@@ -32,6 +34,11 @@ class FsSearchPlugin(SimplePlugin):
             standard AWS configuration).
         payload_threshold: payloads at least this large go to external storage.
         external_storage: use this instead of building one; ``False`` for none.
+        tracing: install ``temporalio.contrib.opentelemetry.TracingInterceptor`` so one trace
+            runs from the caller's workflow through the activity into fs-search's own spans
+            (a no-op until an OpenTelemetry SDK is configured). Set False if you install
+            your own tracing interceptor or plugin.
+        tracer: the tracer for those spans (default: the global provider's).
         getenv: environment lookup (injectable for tests).
     """
 
@@ -42,6 +49,8 @@ class FsSearchPlugin(SimplePlugin):
         s3_endpoint_url: str | None = None,
         payload_threshold: int = DEFAULT_PAYLOAD_THRESHOLD,
         external_storage: ExternalStorage | bool | None = None,
+        tracing: bool = True,
+        tracer: Tracer | None = None,
         getenv: Callable[[str], str | None] = os.environ.get,
     ) -> None:
         if external_storage is None or external_storage is True:
@@ -51,7 +60,8 @@ class FsSearchPlugin(SimplePlugin):
                 payload_threshold=payload_threshold,
             )
         self.external_storage = external_storage or None
-        super().__init__(PLUGIN_NAME, data_converter=self._converter)
+        interceptors = [TracingInterceptor(tracer)] if tracing else None
+        super().__init__(PLUGIN_NAME, data_converter=self._converter, interceptors=interceptors)
 
     def _converter(self, existing: DataConverter | None) -> DataConverter:
         base = existing or DataConverter.default

@@ -71,7 +71,7 @@ async def search_worker(
     config = FsSearchConfig.load(getenv=lambda _: None, overrides=settings)
     spill = Path(spill_dir) if spill_dir else Path(workspace).resolve().parent / "spill"
     store = FileSpillStore(spill, ttl_hours=config.spill_ttl_hours)
-    activities = await build_activities(config, workspace, store=store)
+    activities = await build_activities(config, workspace, workspace_id=workspace_id, store=store)
     worker = new_worker(client, activities, workspace_id=workspace_id)
     async with maintenance(activities), worker:
         yield worker

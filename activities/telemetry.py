@@ -1,0 +1,111 @@
+"""Spans and metrics of one search, on the OpenTelemetry API (no-ops unless an SDK is set up)."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from opentelemetry import metrics, trace
+from opentelemetry.trace import Span, Status, StatusCode
+
+INSTRUMENTATION = "fs_search"
+OK = "ok"
+CANCELLED = "SEARCH_ABORTED"  # a cancelled call ends as SEARCH_ABORTED for the caller
+
+
+def pattern_digest(text: str) -> str:
+    """A short, stable stand-in for a pattern that may hold secrets."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+class SearchTelemetry:
+    """Tracer and instruments for the activities.
+
+    Pattern text goes into span attributes only with ``trace_patterns`` (patterns can hold
+    secrets and tracing backends are often shared widely); otherwise a hash does.
+
+    Args:
+        tracer_provider: default: the global one (a no-op until configured).
+        meter_provider: default: the global one.
+        trace_patterns: put pattern text in span attributes.
+        workspace_id: the workspace this worker owns, on every span and metric.
+    """
+
+    def __init__(
+        self,
+        *,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+        trace_patterns: bool = False,
+        workspace_id: str = "unknown",
+    ) -> None:
+        self.tracer = trace.get_tracer(INSTRUMENTATION, tracer_provider=tracer_provider)
+        meter = metrics.get_meter(INSTRUMENTATION, meter_provider=meter_provider)
+        self.calls = meter.create_counter(
+            "fs_search.calls", unit="{call}", description="Search calls by tool and outcome"
+        )
+        self.duration = meter.create_histogram(
+            "fs_search.duration", unit="ms", description="Time from request to result"
+        )
+        self.raw_bytes = meter.create_histogram(
+            "fs_search.raw_bytes", unit="By", description="Raw rg stdout read per call"
+        )
+        self.trace_patterns = trace_patterns
+        self.workspace_id = workspace_id
+
+    def pattern_attributes(self, name: str, value: str | None) -> dict[str, Any]:
+        """``fs_search.<name>`` (text, when allowed) or ``fs_search.<name>.sha256``."""
+        if value is None:
+            return {}
+        if self.trace_patterns:
+            return {f"fs_search.{name}": value[:1024]}
+        return {f"fs_search.{name}.sha256": pattern_digest(value)}
+
+    @contextlib.contextmanager
+    def span(self, name: str, **attributes: Any) -> Iterator[Span]:
+        """A span that records a SearchError's code (or an exception) as its error status."""
+        with self.tracer.start_as_current_span(
+            name,
+            attributes=_clean(attributes),
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            try:
+                yield span
+            except BaseException as e:
+                mark_failed(span, e)
+                raise
+
+    def record(self, *, tool: str, outcome: str, started: float, raw_bytes: int) -> None:
+        """Count one call and record its duration and raw bytes."""
+        labels = {"fs_search.tool": tool, "fs_search.outcome": outcome}
+        self.calls.add(1, labels)
+        self.duration.record((time.monotonic() - started) * 1000, labels)
+        self.raw_bytes.record(raw_bytes, {"fs_search.tool": tool})
+
+
+def outcome_of(error: BaseException | None) -> str:
+    """``ok``, the contract code of a failure, or SEARCH_ABORTED for a cancellation."""
+    if error is None:
+        return OK
+    code = getattr(error, "code", None) or getattr(error, "type", None)
+    if code:
+        return str(getattr(code, "value", code))
+    if isinstance(error, BaseException) and type(error).__name__ == "CancelledError":
+        return CANCELLED
+    return "SEARCH_FAILED"
+
+
+def mark_failed(span: Span, error: BaseException) -> None:
+    """Set the span's outcome attribute and error status from a failure."""
+    outcome = outcome_of(error)
+    span.set_attribute("fs_search.outcome", outcome)
+    span.set_attribute("fs_search.error_code", outcome)
+    span.set_status(Status(StatusCode.ERROR, outcome))
+
+
+def _clean(attributes: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in attributes.items() if v is not None}
