@@ -67,6 +67,19 @@ def _parser() -> argparse.ArgumentParser:
         t.add_argument("--workspace-id", help="address mode: the worker's workspace id")
         _connection_args(t)
 
+    d = sub.add_parser(
+        "dev", help="run a local stack: Temporal dev server + UI, SeaweedFS S3, a worker"
+    )
+    d.add_argument("--workspace", default=".", help="the directory searched (default: .)")
+    d.add_argument("--workspace-id", help="queue id (default: derived from host and path)")
+    d.add_argument("--data-dir", help="where S3 keeps its data (default: a temporary directory)")
+    d.add_argument(
+        "--no-sample-over-cap-glob-results",
+        dest="no_sample",
+        action="store_true",
+        help="keep the mtime-ordered head of over-cap globs instead of sampling",
+    )
+
     spill = sub.add_parser("spill", help="spill artifacts")
     spill_sub = spill.add_subparsers(dest="spill_command", required=True)
     r = spill_sub.add_parser("read", help="print a page of a spill artifact")
@@ -86,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``fs-search`` console script."""
     parser = _parser()
     args = parser.parse_args(argv)
-    level = logging.INFO if (args.verbose or args.command == "worker") else logging.WARNING
+    level = logging.INFO if (args.verbose or args.command in ("worker", "dev")) else logging.WARNING
     logging.basicConfig(
         level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -101,6 +114,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_call(args))
         if args.command == "spill":
             return asyncio.run(_spill_read(args))
+        if args.command == "dev":
+            from pathlib import Path
+
+            from fs_search.worker.dev import run_dev
+
+            return asyncio.run(
+                run_dev(
+                    args.workspace,
+                    workspace_id=args.workspace_id,
+                    sample=not args.no_sample,
+                    data_dir=Path(args.data_dir) if args.data_dir else None,
+                )
+            )
     except ConfigError as e:
         print(f"fs-search: {e}", file=sys.stderr)
         return EXIT_USAGE
