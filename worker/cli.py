@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from fs_search.activities.config import ConfigError, FsSearchConfig
 from fs_search.activities.models import ToolResult
-from fs_search.worker.connect import TemporalUnreachable
+from fs_search.worker.connect import TemporalSettingsError, TemporalUnreachable
 from fs_search.worker.telemetry import TelemetryConfigError
 
 EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
@@ -130,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as e:
         print(f"fs-search: {e}", file=sys.stderr)
         return EXIT_USAGE
-    except TelemetryConfigError as e:
+    except (TelemetryConfigError, TemporalSettingsError) as e:
         print(f"fs-search: {e}", file=sys.stderr)
         return EXIT_USAGE
     except TemporalUnreachable as e:

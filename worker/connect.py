@@ -13,6 +13,10 @@ class TemporalUnreachable(RuntimeError):
     """Temporal could not be reached (the CLI exits 3)."""
 
 
+class TemporalSettingsError(ValueError):
+    """The Temporal connection settings (env, profile, TLS files) are unusable (exit 2)."""
+
+
 async def connect(
     *,
     address: str | None = None,
@@ -27,9 +31,16 @@ async def connect(
     the metrics buffer when Temporal's metrics are exported.
 
     Raises:
+        TemporalSettingsError: the settings cannot be loaded (e.g. a TLS file is missing).
         TemporalUnreachable: the server did not answer.
     """
-    config = ClientConfig.load_client_connect_config(profile=profile)
+    try:
+        config = ClientConfig.load_client_connect_config(profile=profile)
+    except Exception as e:  # noqa: BLE001 - unreadable TLS files, bad TOML, unknown profile
+        raise TemporalSettingsError(f"Temporal connection settings are invalid: {e}") from e
+    if config.get("api_key") == "":
+        # An empty TEMPORAL_API_KEY (a templated env file) means "no key", not "key ''".
+        config.pop("api_key")
     if address:
         config["target_host"] = address
     if namespace:

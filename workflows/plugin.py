@@ -32,7 +32,8 @@ class FsSearchPlugin(SimplePlugin):
         spill_url: the workers' spill store URL (default: ``FS_SEARCH_SPILL_URL``).
         s3_endpoint_url: S3 endpoint (default: ``FS_SEARCH_S3_ENDPOINT_URL``, then the
             standard AWS configuration).
-        payload_threshold: payloads at least this large go to external storage.
+        payload_threshold: payloads at least this large go to external storage (default:
+            ``FS_SEARCH_PAYLOAD_THRESHOLD_BYTES``, then 256 KiB).
         external_storage: use this instead of building one; ``False`` for none.
         tracing: install ``temporalio.contrib.opentelemetry.TracingInterceptor`` so one trace
             runs from the caller's workflow through the activity into fs-search's own spans
@@ -47,7 +48,7 @@ class FsSearchPlugin(SimplePlugin):
         *,
         spill_url: str | None = None,
         s3_endpoint_url: str | None = None,
-        payload_threshold: int = DEFAULT_PAYLOAD_THRESHOLD,
+        payload_threshold: int | None = None,
         external_storage: ExternalStorage | bool | None = None,
         tracing: bool = True,
         tracer: Tracer | None = None,
@@ -57,7 +58,8 @@ class FsSearchPlugin(SimplePlugin):
             external_storage = external_storage_for(
                 spill_url or getenv("FS_SEARCH_SPILL_URL") or None,
                 s3_endpoint_url=s3_endpoint_url or getenv("FS_SEARCH_S3_ENDPOINT_URL") or None,
-                payload_threshold=payload_threshold,
+                payload_threshold=payload_threshold
+                or int(getenv("FS_SEARCH_PAYLOAD_THRESHOLD_BYTES") or DEFAULT_PAYLOAD_THRESHOLD),
             )
         self.external_storage = external_storage or None
         interceptors = [TracingInterceptor(tracer)] if tracing else None

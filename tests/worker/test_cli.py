@@ -199,3 +199,21 @@ async def test_spill_read_pages_an_s3_artifact(s3, make_activities, tmp_path):
     assert p.stdout == "f02.txt\nf03.txt\nf04.txt\n\n(Lines 3-5 of 10; continue with offset=5.)\n"
     p = cli("spill", "read", f"s3://{s3.bucket}/elsewhere/x.txt", env=s3.env(prefix))
     assert p.returncode == 1 and "outside" in p.stderr
+
+
+def test_unreadable_tls_settings_exit_2():
+    """A missing TLS file in the Temporal settings is a clear usage error, not a traceback."""
+    p = cli(
+        "grep",
+        "x",
+        "--address",
+        "127.0.0.1:1",
+        "--workspace-id",
+        "w",
+        env={
+            "TEMPORAL_TLS_CLIENT_CERT_PATH": "/nonexistent/cert.pem",
+            "TEMPORAL_TLS_CLIENT_KEY_PATH": "/nonexistent/key.pem",
+        },
+        timeout=30,
+    )
+    assert p.returncode == 2 and "/nonexistent/cert.pem" in p.stderr and "Traceback" not in p.stderr
