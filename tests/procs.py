@@ -1,0 +1,120 @@
+"""Worker processes for tests: `fs-search worker` subprocesses, their rg children, their RSS."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+from fs_search.worker.binaries import find_binary
+
+FS_SEARCH = find_binary("fs-search") or "fs-search"
+RG = os.path.realpath(find_binary("rg") or "rg")
+
+
+class WorkerProcess:
+    """A running `fs-search worker`; its stderr is drained into ``lines`` by a thread."""
+
+    def __init__(
+        self,
+        ws: Path,
+        address: str,
+        workspace_id: str,
+        *,
+        env: dict[str, str] | None = None,
+        args: tuple[str, ...] = ("--sample-over-cap-glob-results",),
+        ready_timeout: float = 30.0,
+    ) -> None:
+        full = {k: v for k, v in os.environ.items() if not k.startswith(("FS_SEARCH_", "OTEL_"))}
+        full.update(env or {})
+        self.proc = subprocess.Popen(
+            [
+                FS_SEARCH,
+                "worker",
+                "--workspace",
+                str(ws),
+                "--workspace-id",
+                workspace_id,
+                "--address",
+                address,
+                *args,
+            ],
+            env=full,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        self.lines: list[str] = []
+        self._ready = threading.Event()
+        threading.Thread(target=self._drain, daemon=True).start()
+        if not self._ready.wait(ready_timeout):
+            self.kill()
+            raise AssertionError("worker did not start:\n" + "".join(self.lines[-30:]))
+
+    def _drain(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line)
+            if "polling task queue" in line:
+                self._ready.set()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def rss(self) -> int:
+        return psutil.Process(self.pid).memory_info().rss
+
+    def rg_processes(self) -> list[psutil.Process]:
+        """rg processes started by this worker (through the `timeout` backstop)."""
+        return [p for p in rg_processes() if _descends_from(p, self.pid)]
+
+    def terminate(self, timeout: float = 30.0) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def log(self) -> str:
+        return "".join(self.lines)
+
+
+def rg_processes(cwd_under: Path | None = None) -> list[psutil.Process]:
+    """Live rg processes of this machine's ripgrep wheel (optionally only those searching a tree)."""
+    found = []
+    for p in psutil.process_iter(["exe", "cwd", "status"]):
+        try:
+            if p.info["exe"] != RG or p.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            if cwd_under is not None and not str(p.info["cwd"] or "").startswith(str(cwd_under)):
+                continue
+            found.append(p)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def _descends_from(p: psutil.Process, ancestor: int) -> bool:
+    try:
+        return any(parent.pid == ancestor for parent in p.parents())
+    except psutil.Error:
+        return False
+
+
+def wait_until(predicate, timeout: float, interval: float = 0.05) -> float:
+    """Poll until ``predicate()`` is true; return the seconds it took (AssertionError on timeout)."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if predicate():
+            return time.monotonic() - start
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout} s")
