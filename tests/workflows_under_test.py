@@ -96,3 +96,26 @@ class CancelOneCallWorkflow:
         if not task.done():
             task.cancel()
         return await task
+
+
+class MixedCalls(BaseModel):
+    """Calls across workspaces: (workspace_id, tool, arguments)."""
+
+    calls: list[tuple[str, str, dict[str, Any]]]
+    timeout_ms: int = 30_000
+
+
+@workflow.defn
+class MixedCallsWorkflow:
+    """Runs calls against several workspaces in order, one FsSearchTools per workspace."""
+
+    @workflow.run
+    async def run(self, spec: MixedCalls) -> list[ToolResult]:
+        tools: dict[str, FsSearchTools] = {}
+        results = []
+        for workspace_id, name, args in spec.calls:
+            helper = tools.setdefault(
+                workspace_id, FsSearchTools(workspace_id, timeout_ms=spec.timeout_ms)
+            )
+            results.append(await helper.call(name, args))
+        return results
