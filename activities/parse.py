@@ -3,27 +3,26 @@
 from __future__ import annotations
 
 import base64
-import json
-from dataclasses import dataclass
+
+from pydantic_core import from_json
 
 # rg writes each message's "type" first for begin/match/end/context; the summary
 # message is written with sorted keys, so it is recognised by substring.
 _MATCH_PREFIX = b'{"type":"match"'
 _SKIP_PREFIXES = (b'{"type":"begin"', b'{"type":"end"', b'{"type":"context"')
 _SUMMARY_MARK = b'"type":"summary"'
+# Everything a match needs (path, lines, line_number) precedes this key; the rest
+# (offsets, submatches) is cut off before parsing. The sequence cannot occur inside a
+# JSON string (its quotes would be escaped), so its first occurrence is the key.
+_AFTER_NEEDED = b',"absolute_offset":'
 
 
 class MalformedOutput(ValueError):
     """rg's output could not be understood."""
 
 
-@dataclass(frozen=True, slots=True)
-class Match:
-    """One matching line as rg reported it (path relative to rg's working directory)."""
-
-    path: str
-    line_number: int
-    line: str
+# A file's matching lines: (line number, line without its end-of-line), ascending.
+FileLines = list[tuple[int, str]]
 
 
 def glob_paths(stdout: bytes) -> list[str]:
@@ -56,62 +55,76 @@ def strip_eol(line: str) -> str:
 class GrepStream:
     """Incremental parser of ``rg --json``: feed stdout chunks as they arrive.
 
-    Only ``match`` messages are decoded; ``begin``/``end``/``context`` are skipped by
-    prefix without a JSON parse. ``complete`` becomes true when the closing ``summary``
-    message was seen, i.e. rg finished its stream.
+    Only ``match`` messages are decoded, and only up to the fields a match needs;
+    ``begin``/``end``/``context`` are skipped by prefix without a parse. Matches are
+    grouped by file as they arrive (rg reports a file's matches together, in line order).
+    ``complete`` becomes true when the closing ``summary`` message was seen.
     """
 
     def __init__(self) -> None:
-        self.matches: list[Match] = []
+        self.files: dict[str, FileLines] = {}
+        self.total = 0
         self.complete = False
         self._tail = b""
-        self._paths: dict[str, str] = {}
 
     def feed(self, chunk: bytes) -> None:
         """Consume a chunk of stdout."""
         data = self._tail + chunk if self._tail else chunk
         lines = data.split(b"\n")
         self._tail = lines.pop()
+        files = self.files
         for line in lines:
-            self._line(line)
-
-    def finish(self) -> list[Match]:
-        """Consume what is left and return every match, in rg's order."""
-        if self._tail:
-            self._line(self._tail)
-            self._tail = b""
-        return self.matches
-
-    def _line(self, line: bytes) -> None:
-        if line.startswith(_MATCH_PREFIX):
+            if not line.startswith(_MATCH_PREFIX):
+                self._other(line)
+                continue
             try:
-                data = json.loads(line)["data"]
-                path = decode_field(data["path"])
-                self.matches.append(
-                    Match(
-                        path=self._paths.setdefault(path, path),
-                        line_number=int(data["line_number"]),
-                        line=strip_eol(decode_field(data["lines"])),
-                    )
-                )
-            except (ValueError, KeyError, TypeError) as e:
+                cut = line.find(_AFTER_NEEDED)
+                match = from_json(line[:cut] + b"}}" if cut > 0 else line)["data"]
+                path = match["path"].get("text")
+                if path is None:
+                    path = decode_field(match["path"])
+                text = match["lines"].get("text")
+                if text is None:
+                    text = decode_field(match["lines"])
+                number = match["line_number"]
+            except (ValueError, KeyError, TypeError, AttributeError) as e:
                 raise MalformedOutput(f"unreadable match message: {e}") from e
-        elif line.startswith(_SKIP_PREFIXES) or not line.strip():
+            if not isinstance(number, int):
+                raise MalformedOutput(f"line_number is not an integer: {number!r}")
+            if text[-1:] == "\n":  # strip_eol, inlined: this loop runs once per match
+                text = text[:-2] if text[-2:] == "\r\n" else text[:-1]
+            found = files.get(path)
+            if found is None:
+                files[path] = [(number, text)]
+            else:
+                found.append((number, text))
+            self.total += 1
+
+    def _other(self, line: bytes) -> None:
+        if not line or line.startswith(_SKIP_PREFIXES) or not line.strip():
             return
-        elif _SUMMARY_MARK in line:
+        if _SUMMARY_MARK in line:
             self.complete = True
-        else:
-            raise MalformedOutput(f"unexpected output line: {line[:80]!r}")
+            return
+        raise MalformedOutput(f"unexpected output line: {line[:80]!r}")
+
+    def finish(self) -> None:
+        """Consume what is left of the stream."""
+        if self._tail:
+            tail, self._tail = self._tail, b""
+            self.feed(tail + b"\n")
+
+    def by_path(self) -> list[tuple[str, FileLines]]:
+        """Every file's matches, files ordered by path (component-wise), lines by number."""
+        ordered = sorted(self.files.items(), key=lambda item: item[0].split("/"))
+        for _, lines in ordered:
+            lines.sort()  # already in order from rg: a linear pass
+        return ordered
 
 
 def parse_grep(stdout: bytes) -> GrepStream:
-    """Parse a complete ``rg --json`` output at once."""
+    """Parse a complete ``rg --json`` output at once (``finish`` already called)."""
     stream = GrepStream()
     stream.feed(stdout)
     stream.finish()
     return stream
-
-
-def sort_matches(matches: list[Match]) -> list[Match]:
-    """Order by path (component by component) then line number."""
-    return sorted(matches, key=lambda m: (m.path.split("/"), m.line_number))

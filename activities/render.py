@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from fs_search.activities.parse import FileLines
+
 NO_FILES = "No files found"
 NO_MATCHES = "No matches found"
 LINE_TRUNCATED = "(line truncated)"
@@ -145,10 +147,18 @@ def cut_utf8(text: str, max_bytes: int) -> tuple[str, bool]:
     return raw[:max_bytes].decode("utf-8", "ignore"), True
 
 
-def preview(line: Line, max_bytes: int) -> Line:
-    """The line with its text cut to the preview cap."""
-    text, cut = cut_utf8(line.text, max_bytes)
-    return Line(line.path, line.line_number, text, cut) if cut else line
+def grep_page(
+    files: Sequence[tuple[str, FileLines]], *, cap: int, max_line_bytes: int
+) -> list[Line]:
+    """The first ``cap`` matches (files in order, lines in order), previews cut to the byte cap."""
+    page: list[Line] = []
+    for path, lines in files:
+        for number, text in lines:
+            if len(page) >= cap:
+                return page
+            shown, cut = cut_utf8(text, max_line_bytes)
+            page.append(Line(path, number, shown, cut))
+    return page
 
 
 def grep_text(
@@ -190,9 +200,15 @@ def grouped(lines: Sequence[Line]) -> str:
     return "\n".join(out)
 
 
-def grep_artifact(lines: Sequence[Line]) -> str:
+def grep_artifact(files: Sequence[tuple[str, FileLines]]) -> str:
     """The spill artifact of a grep: every match with its full line, grouped by file."""
-    return grouped(lines) + "\n"
+    out: list[str] = []
+    for path, lines in files:
+        if out:
+            out.append("")
+        out.append(f"{_one_line(path)}:")
+        out.extend([f"  Line {number}: {text}" for number, text in lines])
+    return "\n".join(out) + "\n"
 
 
 # --- shared --------------------------------------------------------------------------

@@ -238,7 +238,7 @@ class SearchActivities:
         with self._rg_span("grep", progress) as span:
             try:
                 run = await self._run_rg(argv, target, budget, progress, on_chunk=stream.feed)
-                found = stream.finish()
+                stream.finish()
             except parse.MalformedOutput as e:
                 raise SearchError(
                     ErrorCode.SEARCH_FAILED, f"malformed rg --json output: {e}"
@@ -252,38 +252,42 @@ class SearchActivities:
                 file_arg=target.file_arg,
             )
         with self._phase("parse", progress):
-            lines = await asyncio.to_thread(_display_lines, found, target)
+            files = [(target.display(path), lines) for path, lines in stream.by_path()]
         with self._phase("render", progress):
-            total = len(lines)
-            files = len({line.path for line in lines})
-            page = [
-                render.preview(line, cfg.grep_max_line_bytes)
-                for line in lines[: cfg.grep_max_matches]
-            ]
+            total = stream.total
+            page = render.grep_page(
+                files, cap=cfg.grep_max_matches, max_line_bytes=cfg.grep_max_line_bytes
+            )
             truncated = total > len(page)
         ref, error, note = None, None, None
         if truncated and req.spill:
             ref, error, note = await self._spill(
-                "grep", progress, lambda: render.grep_artifact(lines)
+                "grep", progress, lambda: render.grep_artifact(files)
             )
-        text = render.grep_text(page, total=total, files=files, spill=note, partial=partial)
-        if not req.spill:
-            await self._payload_store_ready(
-                sum(len(x.path) + len(x.text) + 64 for x in lines) + len(text)
-            )
-        shown = page if req.spill else lines
-        return GrepResult(
-            matches=[
+        text = render.grep_text(page, total=total, files=len(files), spill=note, partial=partial)
+        if req.spill:
+            matches = [
                 GrepMatch(
                     path=line.path,
                     line_number=line.line_number,
                     line=line.text,
                     line_truncated=line.truncated,
                 )
-                for line in shown
-            ],
+                for line in page
+            ]
+        else:
+            estimate = sum(len(p) + len(t) + 64 for p, lines in files for _, t in lines)
+            await self._payload_store_ready(estimate + len(text))
+            # Trusted values straight from the parser: skip per-match validation.
+            matches = [
+                GrepMatch.model_construct(path=path, line_number=number, line=line)
+                for path, lines in files
+                for number, line in lines
+            ]
+        return GrepResult(
+            matches=matches,
             total=total,
-            files=files,
+            files=len(files),
             truncated=truncated,
             partial=partial,
             text=text,
@@ -389,13 +393,6 @@ class SearchActivities:
             locator=ref.locator if ref else None, hint=ref.hint if ref else None, error=error
         )
         return ref, error, note
-
-
-def _display_lines(found: list[parse.Match], target: SearchTarget) -> list[render.Line]:
-    return [
-        render.Line(target.display(m.path), m.line_number, m.line)
-        for m in parse.sort_matches(found)
-    ]
 
 
 def _spill_key(tool: str) -> SpillKey:

@@ -42,15 +42,15 @@ def test_grep_stream_keeps_matches_and_marks_complete():
     # Feed in awkward pieces to prove line reassembly.
     for i in range(0, len(data), 7):
         stream.feed(data[i : i + 7])
-    matches = stream.finish()
-    assert matches == [parse.Match("a.py", 3, "x = 1")]
-    assert stream.complete
+    stream.finish()
+    assert stream.by_path() == [("a.py", [(3, "x = 1")])]
+    assert stream.complete and stream.total == 1
 
 
 def test_grep_stream_without_summary_is_incomplete():
     """A stream cut before its summary is not complete."""
     stream = parse.parse_grep(_match({"text": "a"}, {"text": "x\n"}, 1))
-    assert not stream.complete and len(stream.matches) == 1
+    assert not stream.complete and stream.total == 1
 
 
 def test_bytes_fields_are_decoded_lossily():
@@ -58,13 +58,13 @@ def test_bytes_fields_are_decoded_lossily():
     path = {"bytes": base64.b64encode(b"caf\xe9.txt").decode()}
     line = {"bytes": base64.b64encode(b"na\xefve\n").decode()}
     stream = parse.parse_grep(_match(path, line, 7) + SUMMARY)
-    assert stream.matches == [parse.Match("caf\ufffd.txt", 7, "na\ufffdve")]
+    assert stream.by_path() == [("caf\ufffd.txt", [(7, "na\ufffdve")])]
 
 
 def test_colons_in_paths_and_lines_survive():
     """Paths and lines with colons are not split (the reason for --json)."""
     stream = parse.parse_grep(_match({"text": "a:1:b.txt"}, {"text": "k: v: 2\n"}, 9))
-    assert stream.matches[0] == parse.Match("a:1:b.txt", 9, "k: v: 2")
+    assert stream.by_path() == [("a:1:b.txt", [(9, "k: v: 2")])]
 
 
 @pytest.mark.parametrize("line", [b"not json at all\n", b'{"type":"match","data":{}}\n'])
@@ -74,17 +74,29 @@ def test_malformed_output_raises(line):
         parse.parse_grep(line)
 
 
-def test_sort_by_path_components_then_line():
-    """Matches are ordered by path (component-wise) then line number."""
-    ms = [
-        parse.Match("b.txt", 2, ""),
-        parse.Match("a/z.txt", 9, ""),
-        parse.Match("a-c.txt", 1, ""),
-        parse.Match("b.txt", 1, ""),
-        parse.Match("a/z.txt", 3, ""),
+def test_files_ordered_by_path_components_lines_by_number():
+    """Files come out ordered by path (component-wise), each file's lines by number."""
+    data = b"".join(
+        _match({"text": p}, {"text": "x\n"}, n)
+        for p, n in [("b.txt", 2), ("a/z.txt", 9), ("a-c.txt", 1), ("b.txt", 1), ("a/z.txt", 3)]
+    )
+    stream = parse.parse_grep(data + SUMMARY)
+    assert [(p, [n for n, _ in lines]) for p, lines in stream.by_path()] == [
+        ("a/z.txt", [3, 9]),
+        ("a-c.txt", [1]),
+        ("b.txt", [1, 2]),
     ]
-    ordered = [(m.path, m.line_number) for m in parse.sort_matches(ms)]
-    assert ordered == [("a/z.txt", 3), ("a/z.txt", 9), ("a-c.txt", 1), ("b.txt", 1), ("b.txt", 2)]
+    assert stream.total == 5
+
+
+def test_only_needed_fields_are_parsed_but_full_messages_still_work():
+    """Matches parse whether or not the offset/submatch tail is present."""
+    full = _match({"text": "a"}, {"text": "q\n"}, 1)
+    bare = (
+        b'{"type":"match","data":{"path":{"text":"b"},"lines":{"text":"r\\n"},"line_number":2}}\n'
+    )
+    stream = parse.parse_grep(full + bare + SUMMARY)
+    assert stream.by_path() == [("a", [(1, "q")]), ("b", [(2, "r")])]
 
 
 @pytest.mark.parametrize(

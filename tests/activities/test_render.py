@@ -117,14 +117,22 @@ def test_grep_grouping_format():
 
 def test_grep_footer_and_artifact():
     """Over the cap the footer counts omitted lines; the artifact holds every full line."""
-    all_lines = [Line("a.py", i, "t" * 10) for i in range(1, 6)]
-    page = [render.preview(line, 4) for line in all_lines[:2]]
+    files = [("a.py", [(i, "t" * 10) for i in range(1, 6)])]
+    page = render.grep_page(files, cap=2, max_line_bytes=4)
     text = render.grep_text(page, total=5, files=1, spill=SpillNote(locator="L", hint="H"))
     assert "  Line 1: tttt (line truncated)" in text
     assert "(Showing 2 of 5 matching lines in 1 files. 3 more not shown.)" in text
     assert "Saved all 5 matching lines (full text) to: L\nH" in text
-    artifact = render.grep_artifact(all_lines)
+    artifact = render.grep_artifact(files + [("b.py", [(7, "u")])])
     assert artifact.count("tttttttttt") == 5 and "truncated" not in artifact
+    assert artifact.endswith("  Line 5: tttttttttt\n\nb.py:\n  Line 7: u\n")
+
+
+def test_grep_page_takes_matches_across_files_in_order():
+    """The page is the first `cap` matches, files in order and lines in order."""
+    files = [("a", [(1, "x"), (2, "y")]), ("b", [(5, "z")]), ("c", [(1, "w")])]
+    page = render.grep_page(files, cap=3, max_line_bytes=100)
+    assert [(line.path, line.line_number) for line in page] == [("a", 1), ("a", 2), ("b", 5)]
 
 
 @pytest.mark.parametrize(
