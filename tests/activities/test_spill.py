@@ -1,0 +1,84 @@
+"""The SpillStore pieces: keys, paging, the file:// store's confinement and retention."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from fs_search.activities.errors import SearchError
+from fs_search.activities.spill import MAX_PAGE_BYTES, FileSpillStore, SpillKey, page_of
+
+
+def test_keys_are_deterministic_and_percent_encoded():
+    """A key depends only on workflow run + activity id + tool, with no '/' or '..' inside segments."""
+    key = SpillKey(workflow_id="../a/b", run_id="r-1", activity_id="7", tool="grep")
+    assert key.relpath() == "%2E%2E%2Fa%2Fb/r-1/7.grep.txt"
+    assert key.relpath() == SpillKey("../a/b", "r-1", "7", "grep").relpath()
+    assert SpillKey("", "", "", "glob").relpath() == "null/null/null.glob.txt"
+
+
+def test_page_of_lines_and_next_offset():
+    """Pages are by line with the next offset, or None at the end."""
+    text = "".join(f"l{i}\n" for i in range(10))
+    page = page_of(text, locator="L", offset=3, limit=4)
+    assert (page.text, page.next_offset, page.total_lines) == ("l3\nl4\nl5\nl6", 7, 10)
+    assert page_of(text, locator="L", offset=8, limit=4).next_offset is None
+    assert page_of(text, locator="L", offset=50, limit=4).text == ""
+
+
+def test_page_of_caps_bytes_and_cuts_a_giant_line():
+    """A page never carries more than MAX_PAGE_BYTES; one giant line is cut and marked."""
+    text = ("x" * 100_000 + "\n") * 5 + "y" * (MAX_PAGE_BYTES * 2) + "\n"
+    first = page_of(text, locator="L", offset=0, limit=100)
+    assert len(first.text.encode()) <= MAX_PAGE_BYTES and first.next_offset == 2
+    giant = page_of(text, locator="L", offset=5, limit=100)
+    assert giant.text.endswith("(line truncated)") and len(giant.text.encode()) <= MAX_PAGE_BYTES
+    assert giant.next_offset is None
+
+
+async def test_file_store_round_trip_and_overwrite(tmp_path):
+    """Saving twice under one key overwrites; the locator is the absolute path."""
+    store = FileSpillStore(tmp_path / "spill")
+    key = SpillKey("wf", "run", "1", "glob")
+    first = await store.save(key, "a\nb\n")
+    second = await store.save(key, "c\n")
+    assert first.locator == second.locator == str(tmp_path / "spill/wf/run/1.glob.txt")
+    assert Path(second.locator).read_text() == "c\n"
+    assert "read tool" in second.hint
+    page = await store.read(f"file://{second.locator}", offset=0, limit=10)
+    assert page.text == "c" and page.total_lines == 1
+
+
+async def test_file_store_refuses_symlinks_out_of_the_store(tmp_path):
+    """A symlink planted inside the store that points outside is not followed."""
+    outside = tmp_path / "secret.txt"
+    outside.write_text("secret\n")
+    store = FileSpillStore(tmp_path / "spill")
+    await store.save(SpillKey("wf", "run", "1", "glob"), "x\n")
+    os.symlink(outside, tmp_path / "spill/wf/run/evil.txt")
+    with pytest.raises(SearchError) as info:
+        await store.read(str(tmp_path / "spill/wf/run/evil.txt"), offset=0, limit=5)
+    assert info.value.code == "INVALID_ARGUMENT"
+
+
+async def test_file_store_prunes_artifacts_older_than_its_ttl(tmp_path):
+    """Artifacts older than the TTL are deleted (and emptied directories removed); newer stay."""
+    store = FileSpillStore(tmp_path / "spill", ttl_hours=1)
+    old = Path((await store.save(SpillKey("old", "run", "1", "glob"), "x\n")).locator)
+    new = Path((await store.save(SpillKey("new", "run", "1", "glob"), "y\n")).locator)
+    two_hours_ago = time.time() - 7200
+    os.utime(old, (two_hours_ago, two_hours_ago))
+    assert await store.prune() == 1
+    assert not old.exists() and not (tmp_path / "spill/old").exists()
+    assert new.exists()
+
+
+async def test_missing_artifact_is_search_failed(tmp_path):
+    """A pruned or never-written artifact inside the store is SEARCH_FAILED, not a crash."""
+    store = FileSpillStore(tmp_path / "spill")
+    with pytest.raises(SearchError) as info:
+        await store.read(str(tmp_path / "spill/wf/run/9.grep.txt"), offset=0, limit=5)
+    assert info.value.code == "SEARCH_FAILED" and "expired" in info.value.message
