@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import os
 import shutil
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from fs_search.activities.errors import SearchError
@@ -18,6 +19,7 @@ from fs_search.activities.models import ErrorCode
 log = logging.getLogger(__name__)
 
 _CHUNK = 256 * 1024
+_PIPE_BYTES = 1024 * 1024
 _STDERR_KEEP = 64 * 1024
 # The environment rg sees: nothing from the worker's (no RIPGREP_CONFIG_PATH, no
 # RIPGREP_*, no HOME-based git config). argv[0] is absolute, PATH is only for `timeout`.
@@ -45,11 +47,25 @@ class Progress:
 
 @dataclass(frozen=True)
 class RgRun:
-    """A finished rg process: its exit code (negative: killed by that signal) and output."""
+    """A finished rg process: its exit code (negative: killed by that signal) and output.
+
+    ``chunks`` is stdout as read, never joined: a consumer can parse it piece by piece
+    without a second copy of the whole output in memory.
+    """
 
     returncode: int
-    stdout: bytes
+    chunks: list[bytes]
     stderr: str
+
+    @property
+    def stdout(self) -> bytes:
+        """stdout as one bytes object (copies: for small outputs)."""
+        return b"".join(self.chunks)
+
+    @property
+    def produced_output(self) -> bool:
+        """Whether rg wrote anything to stdout."""
+        return any(self.chunks)
 
 
 def default_backstop() -> str | None:
@@ -93,9 +109,11 @@ class Executor:
         timeout_s: float,
         max_stdout: int,
         progress: Progress | None = None,
-        on_chunk: Callable[[bytes], None] | None = None,
     ) -> RgRun:
         """Run ``argv`` in ``cwd`` and collect its output.
+
+        stdout is only counted while rg runs: output past the cap is rejected without
+        having been parsed.
 
         Args:
             argv: the command; argv[0] is an absolute path.
@@ -103,8 +121,6 @@ class Executor:
             timeout_s: the budget; when it runs out the group is killed.
             max_stdout: stdout beyond this many bytes kills the group at once.
             progress: updated with the bytes read so far.
-            on_chunk: when given, stdout chunks are handed to it as they arrive and
-                ``RgRun.stdout`` is empty; otherwise stdout is collected.
 
         Raises:
             SearchError: SEARCH_RAW_OUTPUT_OVERFLOW, SEARCH_ABORTED (budget), or
@@ -124,14 +140,16 @@ class Executor:
                 stderr=asyncio.subprocess.PIPE,
                 env=_SCRUBBED_ENV,
                 start_new_session=True,
+                limit=_CHUNK,
             )
         except (FileNotFoundError, PermissionError) as e:
             raise SearchError(
                 ErrorCode.SEARCH_FAILED, f"ripgrep could not be started: {e.strerror} ({argv[0]})"
             ) from e
         self._live.add(proc)
+        _widen_pipe(proc)
         try:
-            return await self._collect(proc, argv, timeout_s, max_stdout, progress, on_chunk)
+            return await self._collect(proc, argv, timeout_s, max_stdout, progress)
         finally:
             self._live.discard(proc)
 
@@ -142,7 +160,6 @@ class Executor:
         timeout_s: float,
         max_stdout: int,
         progress: Progress | None,
-        on_chunk: Callable[[bytes], None] | None,
     ) -> RgRun:
         assert proc.stdout is not None and proc.stderr is not None
         stderr_task = asyncio.ensure_future(_read_bounded(proc.stderr, _STDERR_KEEP))
@@ -161,10 +178,7 @@ class Executor:
                             f"the search produced more than {max_stdout} bytes of raw output "
                             "and was stopped; narrow the pattern, path or include",
                         )
-                    if on_chunk is not None:
-                        on_chunk(chunk)
-                    else:
-                        chunks.append(chunk)
+                    chunks.append(chunk)
                 returncode = await proc.wait()
                 stderr = await stderr_task
         except TimeoutError:
@@ -190,13 +204,17 @@ class Executor:
             )
         return RgRun(
             returncode=returncode,
-            stdout=b"".join(chunks),
+            chunks=chunks,
             stderr=stderr.decode("utf-8", "replace"),
         )
 
     async def _kill(self, proc: asyncio.subprocess.Process) -> None:
         """SIGTERM the group, then SIGKILL it after the grace period; always reaps."""
         self._signal_group(proc, signal.SIGTERM)
+        # Process.wait() also waits for the pipes to close: keep stdout flowing to its EOF
+        # (discarding it), or a full, unread pipe would hold wait() for the whole grace.
+        assert proc.stdout is not None
+        drain = asyncio.ensure_future(_read_bounded(proc.stdout, 0))
         try:
             try:
                 await asyncio.wait_for(asyncio.shield(proc.wait()), self._kill_grace)
@@ -207,6 +225,7 @@ class Executor:
             self._signal_group(proc, signal.SIGKILL)
             with contextlib.suppress(BaseException):
                 await asyncio.shield(proc.wait())
+            drain.cancel()
 
     @staticmethod
     def _signal_group(proc: asyncio.subprocess.Process, sig: int) -> None:
@@ -221,6 +240,17 @@ class Executor:
         for proc in procs:
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(proc.wait(), 2)
+
+
+def _widen_pipe(proc: asyncio.subprocess.Process) -> None:
+    """Grow rg's stdout pipe (64 KiB by default) so a fast rg blocks, and we wake, less often."""
+    transport = getattr(proc, "_transport", None)
+    pipe = transport.get_pipe_transport(1) if transport is not None else None
+    fileobj = pipe.get_extra_info("pipe") if pipe is not None else None
+    if fileobj is None or not hasattr(fcntl, "F_SETPIPE_SZ"):
+        return
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(fileobj.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
 
 
 async def _read_bounded(stream: asyncio.StreamReader, keep: int) -> bytes:

@@ -122,9 +122,27 @@ class GrepStream:
         return ordered
 
 
-def parse_grep(stdout: bytes) -> GrepStream:
-    """Parse a complete ``rg --json`` output at once (``finish`` already called)."""
+def ends_with_summary(chunks: list[bytes]) -> bool:
+    """Whether ``rg --json`` output ends with its closing summary message (rg finished)."""
+    tail = b""
+    for chunk in reversed(chunks):
+        tail = chunk + tail
+        if b"\n" in tail.rstrip(b"\n"):
+            break
+    last = tail.rstrip(b"\n").rsplit(b"\n", 1)[-1]
+    return _SUMMARY_MARK in last
+
+
+def parse_chunks(chunks: list[bytes]) -> GrepStream:
+    """Parse ``rg --json`` output held as chunks, releasing each chunk once consumed."""
     stream = GrepStream()
-    stream.feed(stdout)
+    chunks.reverse()
+    while chunks:
+        stream.feed(chunks.pop())
     stream.finish()
     return stream
+
+
+def parse_grep(stdout: bytes) -> GrepStream:
+    """Parse a complete ``rg --json`` output at once (``finish`` already called)."""
+    return parse_chunks([stdout])

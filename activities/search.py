@@ -185,7 +185,7 @@ class SearchActivities:
             run = await self._run_rg(argv, target, budget, progress)
             span.set_attribute("fs_search.exit_code", run.returncode)
             partial = rg_outcome(
-                run.returncode, run.stderr, produced_output=bool(run.stdout), complete=True
+                run.returncode, run.stderr, produced_output=run.produced_output, complete=True
             )
         with self._phase("parse", progress):
             rel = parse.glob_paths(run.stdout)
@@ -234,24 +234,25 @@ class SearchActivities:
             file_arg=target.file_arg,
             threads=cfg.rg_threads,
         )
-        stream = parse.GrepStream()  # parses while rg streams
         with self._rg_span("grep", progress) as span:
-            try:
-                run = await self._run_rg(argv, target, budget, progress, on_chunk=stream.feed)
-                stream.finish()
-            except parse.MalformedOutput as e:
-                raise SearchError(
-                    ErrorCode.SEARCH_FAILED, f"malformed rg --json output: {e}"
-                ) from e
+            run = await self._run_rg(argv, target, budget, progress)
             span.set_attribute("fs_search.exit_code", run.returncode)
             partial = rg_outcome(
                 run.returncode,
                 run.stderr,
-                produced_output=progress.raw_bytes > 0,
-                complete=stream.complete,
+                produced_output=run.produced_output,
+                complete=parse.ends_with_summary(run.chunks),
                 file_arg=target.file_arg,
             )
         with self._phase("parse", progress):
+            # Parsed once rg is done (overflowing output is never parsed), in a thread so
+            # heartbeats and other searches keep the event loop.
+            try:
+                stream = await asyncio.to_thread(parse.parse_chunks, run.chunks)
+            except parse.MalformedOutput as e:
+                raise SearchError(
+                    ErrorCode.SEARCH_FAILED, f"malformed rg --json output: {e}"
+                ) from e
             files = [(target.display(path), lines) for path, lines in stream.by_path()]
         with self._phase("render", progress):
             total = stream.total
@@ -334,7 +335,6 @@ class SearchActivities:
         target: SearchTarget,
         budget_s: float,
         progress: Progress,
-        on_chunk: Callable[[bytes], None] | None = None,
     ) -> RgRun:
         return await self.executor.run(
             argv,
@@ -342,7 +342,6 @@ class SearchActivities:
             timeout_s=budget_s,
             max_stdout=self.config.raw_output_max_bytes,
             progress=progress,
-            on_chunk=on_chunk,
         )
 
     async def _payload_store_ready(self, estimate: int) -> None:
@@ -445,9 +444,10 @@ async def _heartbeating(progress: Progress) -> AsyncIterator[None]:
     """
 
     async def beat() -> None:
+        # The first beat comes after one interval: a quick search costs no heartbeat.
         while True:
-            activity.heartbeat(progress.details())
             await asyncio.sleep(HEARTBEAT_INTERVAL_S)
+            activity.heartbeat(progress.details())
 
     task = asyncio.create_task(beat()) if activity.in_activity() else None
     try:

@@ -106,3 +106,19 @@ def test_only_needed_fields_are_parsed_but_full_messages_still_work():
 def test_strip_eol(raw, stripped):
     """Only one trailing \\n or \\r\\n is removed."""
     assert parse.strip_eol(raw) == stripped
+
+
+@pytest.mark.parametrize(
+    ("chunks", "complete"),
+    [
+        ([BEGIN, SUMMARY], True),
+        ([BEGIN + SUMMARY[:10], SUMMARY[10:]], True),
+        ([BEGIN, SUMMARY + b"\n\n"], True),
+        ([BEGIN], False),
+        ([], False),
+        ([SUMMARY, BEGIN], False),
+    ],
+)
+def test_ends_with_summary(chunks, complete):
+    """A stream is complete only when its last message is rg's summary."""
+    assert parse.ends_with_summary(chunks) is complete
