@@ -249,7 +249,7 @@ def _widen_pipe(proc: asyncio.subprocess.Process) -> None:
     fileobj = pipe.get_extra_info("pipe") if pipe is not None else None
     if fileobj is None or not hasattr(fcntl, "F_SETPIPE_SZ"):
         return
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, ValueError):  # ValueError: rg already done, pipe closed
         fcntl.fcntl(fileobj.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
 
 
