@@ -56,6 +56,11 @@ def pattern_error_message(stderr: str) -> str:
 
 # "rg: <path>: <reason> (os error N)": an I/O error about one path while walking.
 _IO_ERROR = re.compile(r"^rg: (?P<path>.+): .+ \(os error \d+\)$")
+# rg's note (exit 2) when filters left nothing to search: an empty result, not a failure.
+_NOTHING_SEARCHED = (
+    "No files were searched, which means ripgrep probably applied a filter",
+    "Running with --debug will show why files are being skipped.",
+)
 
 
 def rg_outcome(
@@ -84,7 +89,10 @@ def rg_outcome(
         # A rejected pattern stops rg before it searches anything.
         if not produced_output and is_invalid_pattern(stderr):
             raise SearchError(ErrorCode.SEARCH_INVALID_PATTERN, pattern_error_message(stderr))
-        lines = [line for line in stderr.splitlines() if line.strip()]
+        said = [line for line in stderr.splitlines() if line.strip()]
+        lines = [line for line in said if not any(note in line for note in _NOTHING_SEARCHED)]
+        if complete and said and not lines:
+            return False
         io_paths = [m.group("path") for m in map(_IO_ERROR.match, lines) if m]
         if (
             complete

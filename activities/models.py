@@ -189,7 +189,11 @@ class ToolResult(_Model):
 def _too_long(name: str, value: str | None, limit: int) -> str | None:
     if value is None:
         return None
-    size = len(value.encode("utf-8", "surrogatepass"))
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return f"{name} is not valid Unicode text"
+    size = len(value.encode("utf-8"))
     if size > limit:
         return f"{name} is {size} bytes; the limit is {limit} bytes"
     if "\x00" in value:

@@ -84,10 +84,16 @@ class Workspace:
         file) before existence errors (SEARCH_FAILED).
         """
         run_cwd = self.resolve_cwd(cwd)
-        prefix = normalise_display(path)
-        if not prefix:
+        if not path:
             return SearchTarget(run_dir=run_cwd, file_arg=None, prefix="", root=".")
-        real = self._real(os.path.join(run_cwd, path or ""), "path", path or "")
+        real = self._real(os.path.join(run_cwd, path), "path", path)
+        prefix = normalise_display(path)
+        if os.path.realpath(os.path.join(run_cwd, prefix or ".")) != real:
+            # A symlink before a "..": the lexical form names another place, so paths are
+            # shown under the path exactly as given, which the filesystem resolves right.
+            prefix = path.rstrip("/") or path
+        if not prefix:
+            return SearchTarget(run_dir=real, file_arg=None, prefix="", root=".")
         try:
             st = os.stat(real)
         except FileNotFoundError:

@@ -76,3 +76,14 @@ def test_application_error_shape():
     assert err.details == ({"name": "SearchError", "code": "SEARCH_FAILED"},)
     arg = SearchError(ErrorCode.INVALID_ARGUMENT, "bad").to_application_error()
     assert arg.details == ({"name": "ToolArgumentError", "code": "INVALID_ARGUMENT"},)
+
+
+def test_nothing_searched_is_an_empty_result():
+    """rg's 'No files were searched' note (exit 2, complete stream) is an empty result."""
+    stderr = (
+        "rg: No files were searched, which means ripgrep probably applied a filter you didn't expect.\n"
+        "Running with --debug will show why files are being skipped.\n"
+    )
+    assert rg_outcome(2, stderr, produced_output=True, complete=True) is False
+    with pytest.raises(SearchError):
+        rg_outcome(2, stderr + "rg: something else\n", produced_output=True, complete=True)

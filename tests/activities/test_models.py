@@ -53,3 +53,8 @@ def test_failure_text():
         "ToolArgumentError",
         "INVALID_ARGUMENT",
     )
+
+
+def test_lone_surrogates_are_refused():
+    """Text that is not valid Unicode is an argument problem, not a crash."""
+    assert "not valid Unicode" in request_problem(GrepRequest(pattern="a\ud800"))
