@@ -1,0 +1,102 @@
+"""Workflows the benchmark drives; they run in Temporal's workflow sandbox.
+
+Every workflow schedules its activities exactly as an agent would, through
+``FsSearchTools`` (or, for the no-op reference, with ``FsSearchTools.activity_config()``
+so the options match and only the activity body differs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from pydantic import BaseModel
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from fs_search.activities.models import GrepRequest, GrepResult, ToolResult
+    from fs_search.workflows.tools import FsSearchTools
+
+NOOP_ACTIVITY = "bench.noop"
+
+
+class Call(BaseModel):
+    """One model-style tool call and the session cwd it runs in."""
+
+    tool: str
+    arguments: dict[str, Any]
+    cwd: str | None = None
+
+
+class Spec(BaseModel):
+    """The calls one workflow makes on a workspace's worker."""
+
+    workspace_id: str
+    calls: list[Call]
+    concurrent: bool = False
+
+
+def _tools(spec: Spec, call: Call) -> FsSearchTools:
+    return FsSearchTools(spec.workspace_id, cwd=call.cwd)
+
+
+@workflow.defn(name="bench.Calls")
+class CallsWorkflow:
+    """Runs the calls one after another, or all at once when ``spec.concurrent``."""
+
+    @workflow.run
+    async def run(self, spec: Spec) -> list[ToolResult]:
+        """Return each call's ToolResult, in the order of ``spec.calls``."""
+        if spec.concurrent:
+            results = await asyncio.gather(
+                *(_tools(spec, c).call(c.tool, c.arguments) for c in spec.calls)
+            )
+            return list(results)
+        return [await _tools(spec, c).call(c.tool, c.arguments) for c in spec.calls]
+
+
+@workflow.defn(name="bench.Noop")
+class NoopWorkflow:
+    """The reference round trip: one trivial activity with FsSearchTools' options."""
+
+    @workflow.run
+    async def run(self, spec: Spec) -> list[ToolResult]:
+        """Call ``bench.noop`` once per call (grep-shaped request and result)."""
+        out: list[ToolResult] = []
+        for c in spec.calls:
+            tools = _tools(spec, c)
+            req = GrepRequest(pattern=str(c.arguments.get("pattern", "")), cwd=c.cwd)
+            result = await workflow.execute_activity(
+                NOOP_ACTIVITY,
+                req,
+                result_type=GrepResult,
+                **tools.activity_config(summary=f'noop "{req.pattern}"'),
+            )
+            out.append(ToolResult(text=result.text, result=result))
+        return out
+
+
+@workflow.defn(name="bench.CancelOne")
+class CancelOneWorkflow:
+    """Starts the first call; when signalled, cancels just that call and returns its result."""
+
+    def __init__(self) -> None:
+        self._cancel = False
+
+    @workflow.signal
+    def cancel_call(self) -> None:
+        """Ask the workflow to cancel its running call."""
+        self._cancel = True
+
+    @workflow.run
+    async def run(self, spec: Spec) -> ToolResult:
+        """The call's ToolResult (SEARCH_ABORTED once cancelled)."""
+        call = spec.calls[0]
+        task = asyncio.ensure_future(_tools(spec, call).call(call.tool, call.arguments))
+        await workflow.wait_condition(lambda: self._cancel or task.done())
+        if not task.done():
+            task.cancel()
+        return await task
+
+
+WORKFLOWS = [CallsWorkflow, NoopWorkflow, CancelOneWorkflow]

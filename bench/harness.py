@@ -1,0 +1,235 @@
+"""The Temporal side of the benchmark: a dev server, the project's worker, workflow runs.
+
+One dev server (``worker.services.DevServer``) and one client with ``FsSearchPlugin`` serve
+every row. The project's activity worker runs in-process (``build_activities`` +
+``new_worker`` + ``maintenance``, exactly as the embedded CLI assembles it) with one extra
+activity, ``bench.noop``, so the no-op reference shares the worker and its options. The
+benchmark's workflows run on their own queue in the same process. The memory row starts
+the worker as a child process instead (``fs-search worker``), see :func:`child_worker`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from flows import NOOP_ACTIVITY, WORKFLOWS, Spec
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from fs_search.activities.config import FsSearchConfig
+from fs_search.activities.models import GrepRequest, GrepResult, ToolResult
+from fs_search.activities.search import SearchActivities
+from fs_search.worker.app import build_activities, maintenance, new_worker
+from fs_search.worker.services import DevServer
+from fs_search.workflows.plugin import FsSearchPlugin
+
+WORKFLOW_TIMEOUT = timedelta(minutes=5)
+
+
+class BenchActivities(SearchActivities):
+    """The project's four activities plus ``bench.noop``, registered on the same worker."""
+
+    def all(self) -> list[object]:
+        """Every activity: the project's and the no-op reference."""
+        return [*super().all(), self.noop]
+
+    @activity.defn(name=NOOP_ACTIVITY)
+    async def noop(self, req: GrepRequest) -> GrepResult:
+        """A trivial activity with grep's request and result types."""
+        return GrepResult(matches=[], total=0, files=0, truncated=False, text="No matches found")
+
+    @classmethod
+    def around(cls, built: SearchActivities) -> BenchActivities:
+        """The same activities (config, workspace, executor, store, rg, telemetry) plus noop."""
+        return cls(
+            built.config,
+            built.workspace,
+            executor=built.executor,
+            store=built.store,
+            rg=built.rg,
+            telemetry=built.telemetry,
+        )
+
+
+@dataclass
+class Env:
+    """A running dev server, client and in-process worker."""
+
+    server: DevServer
+    client: Client
+    activities: BenchActivities
+    workspace: Path
+    workspace_id: str
+    workflow_queue: str
+    spill_url: str
+    tmp: Path
+
+    async def execute(self, workflow: Any, spec: Spec) -> Any:
+        """Run ``workflow`` with ``spec`` to completion; its result."""
+        return await self.client.execute_workflow(
+            workflow.run,
+            spec,
+            id=f"bench-{uuid.uuid4().hex[:12]}",
+            task_queue=self.workflow_queue,
+            execution_timeout=WORKFLOW_TIMEOUT,
+        )
+
+    async def timed(self, workflow: Any, spec: Spec) -> tuple[float, list[ToolResult]]:
+        """Seconds from ``execute_workflow`` to its result (end to end), and the results.
+
+        A garbage collection runs first, outside the timing, so one sample's garbage is
+        not collected during the next.
+        """
+        gc.collect()
+        started = time.perf_counter()
+        results = await self.execute(workflow, spec)
+        return time.perf_counter() - started, results
+
+    def spec(self, *calls: Any, concurrent: bool = False, workspace_id: str | None = None) -> Spec:
+        """A Spec on this env's workspace (or ``workspace_id``)."""
+        return Spec(
+            workspace_id=workspace_id or self.workspace_id, calls=list(calls), concurrent=concurrent
+        )
+
+
+def worker_config(spill_url: str, **overrides: Any) -> FsSearchConfig:
+    """The worker's settings: defaults, sampled over-cap globs, the benchmark's spill dir."""
+    values: dict[str, Any] = {"sample_over_cap_glob_results": True, "spill_url": spill_url}
+    values.update(overrides)
+    return FsSearchConfig.load(overrides=values)  # FS_SEARCH_* from the environment apply
+
+
+@contextlib.asynccontextmanager
+async def open_env(workspace: Path, tmp: Path) -> AsyncIterator[Env]:
+    """Start the dev server, connect, run the in-process worker; stop everything after."""
+    spill_url = f"file://{tmp / 'spill'}"
+    server = DevServer(log_path=tmp / "temporal.log")
+    await server.start()
+    try:
+        client = await Client.connect(
+            server.address,
+            namespace="default",
+            plugins=[FsSearchPlugin(spill_url=spill_url, getenv=lambda _: None)],
+        )
+        workspace_id = f"bench-{uuid.uuid4().hex[:8]}"
+        built = await build_activities(
+            worker_config(spill_url), workspace, workspace_id=workspace_id
+        )
+        activities = BenchActivities.around(built)
+        queue = f"bench-workflows-{uuid.uuid4().hex[:8]}"
+        async with (
+            maintenance(activities),
+            new_worker(client, activities, workspace_id=workspace_id),
+            Worker(client, task_queue=queue, workflows=WORKFLOWS),
+        ):
+            yield Env(
+                server=server,
+                client=client,
+                activities=activities,
+                workspace=workspace,
+                workspace_id=workspace_id,
+                workflow_queue=queue,
+                spill_url=spill_url,
+                tmp=tmp,
+            )
+    finally:
+        server.stop()
+
+
+@dataclass
+class ChildWorker:
+    """A worker process (``fs-search worker``) polling ``fs-search/<workspace_id>``."""
+
+    pid: int
+    workspace_id: str
+    log_path: Path
+
+
+@contextlib.asynccontextmanager
+async def child_worker(env: Env, *, ready_timeout: float = 60.0) -> AsyncIterator[ChildWorker]:
+    """Run the project's ``fs-search worker`` command on the env's server and workspace.
+
+    Same settings as the in-process worker (spill store via ``FS_SEARCH_SPILL_URL``,
+    sampled globs, defaults otherwise); nothing else from this environment configures it.
+    Stopped by pid (SIGTERM, then SIGKILL).
+    """
+    workspace_id = f"bench-child-{uuid.uuid4().hex[:8]}"
+    log_path = env.tmp / f"worker-{workspace_id}.log"
+    argv = [
+        sys.executable,
+        "-c",
+        "from fs_search.worker.cli import run; run()",
+        "worker",
+        "--workspace",
+        str(env.workspace),
+        "--workspace-id",
+        workspace_id,
+        "--address",
+        env.server.address,
+        "--namespace",
+        "default",
+        "--sample-over-cap-glob-results",
+    ]
+    environ = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("FS_SEARCH_", "OTEL_", "TEMPORAL_"))
+    }
+    environ["FS_SEARCH_SPILL_URL"] = env.spill_url
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            env=environ,
+            start_new_session=True,
+        )
+    try:
+        await _wait_ready(proc, log_path, ready_timeout)
+        yield ChildWorker(pid=proc.pid, workspace_id=workspace_id, log_path=log_path)
+    finally:
+        _stop(proc)
+
+
+async def _wait_ready(proc: subprocess.Popen[bytes], log_path: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the worker exited with {proc.returncode}: {_tail(log_path)}")
+        if b"polling task queue" in log_path.read_bytes():
+            return
+        await asyncio.sleep(0.05)
+    raise TimeoutError(f"the worker did not start within {timeout:.0f} s: {_tail(log_path)}")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(5)
+
+
+def _tail(path: Path, lines: int = 5) -> str:
+    try:
+        return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
+    except OSError:
+        return ""

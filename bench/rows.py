@@ -1,0 +1,475 @@
+"""The benchmark's rows: each measures the project against its reference, interleaved.
+
+Every row warms each side up once, then alternates project and reference samples
+(A B A B ...) and checks each result, so a wrong answer fails the row instead of
+producing a fast number.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import os
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import corpus as c
+import procs
+import references
+from flows import Call, CallsWorkflow, CancelOneWorkflow, NoopWorkflow
+from harness import Env, child_worker
+from stats import RowResult, Target, percentile
+
+from fs_search.activities.models import ErrorCode, GlobResult, GrepResult, ToolResult
+
+Sample = Callable[[], Awaitable[float]]
+MS = 1000.0
+MB = 1e6
+CANCEL_WAIT_S = 30.0
+
+
+NAMES = {
+    "small": "small grep",
+    "heavy": "output-heavy grep",
+    "overflow": "overflow",
+    "glob": "big glob",
+    "concurrency": "concurrency",
+    "memory": "memory",
+    "cancel": "cancel",
+}
+PARTS = {
+    "small": {"small"},
+    "heavy": {"heavy"},
+    "overflow": {"overflow"},
+    "glob": {"glob"},
+    "concurrency": {"mid"},
+    "memory": {"small", "mid", "heavy"},
+    "cancel": {"cancel"},
+}
+TARGETS = {
+    "small": Target("ratio", "<=", 1.5),
+    "heavy": Target("ratio", "<=", 1.0),
+    "overflow": Target("ratio", "<=", 0.75),
+    "glob": Target("ratio", "<=", 1.5),
+    "concurrency": Target("ratio", ">=", 1.6),
+    "memory": Target("ratio", "<=", 3.0),
+    "cancel": Target("p95", "<=", 1500, "ms"),
+}
+
+
+class WrongResult(AssertionError):
+    """A side of a row returned something other than what the corpus holds."""
+
+
+@dataclass
+class Context:
+    """What every row needs: the running env, the corpus, rg, and the repetition counts."""
+
+    env: Env
+    corpus: c.Corpus
+    rg: str
+    quick: bool
+    log: Callable[[str], None]
+    seed: int = c.SEED
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def n(self, key: str) -> int:
+        """Measured pairs (or trials) for a row."""
+        return self.counts[key]
+
+
+FULL_COUNTS = {
+    "small": 30,
+    "heavy": 9,
+    "overflow": 9,
+    "glob": 9,
+    "concurrency": 5,
+    "memory": 3,
+    "cancel": 20,
+}
+QUICK_COUNTS = {
+    "small": 10,
+    "heavy": 3,
+    "overflow": 3,
+    "glob": 3,
+    "concurrency": 2,
+    "memory": 2,
+    "cancel": 10,
+}
+
+
+async def interleave(
+    project: Sample, reference: Sample, n: int, *, warmup: int = 1
+) -> tuple[list[float], list[float]]:
+    """Warm up each side ``warmup`` times, then take ``n`` samples of each, A B A B ..."""
+    for _ in range(warmup):
+        await project()
+        await reference()
+    ps: list[float] = []
+    rs: list[float] = []
+    for _ in range(n):
+        ps.append(await project())
+        rs.append(await reference())
+    return ps, rs
+
+
+def _row(key: str, **fields: Any) -> RowResult:
+    return RowResult(key=key, name=NAMES[key], target=TARGETS[key], **fields)
+
+
+def _one(results: list[ToolResult]) -> ToolResult:
+    if len(results) != 1:
+        raise WrongResult(f"expected one result, got {len(results)}")
+    return results[0]
+
+
+def _grep_ok(result: ToolResult, *, total: int, spilled: bool) -> GrepResult:
+    if result.is_error or not isinstance(result.result, GrepResult):
+        raise WrongResult(f"grep failed: {result.text[:300]}")
+    grep = result.result
+    if grep.total != total:
+        raise WrongResult(f"grep found {grep.total} matches, the corpus has {total}")
+    if spilled and grep.spill is None:
+        raise WrongResult(f"grep over the cap was not spilled: {grep.spill_error}")
+    return grep
+
+
+def _drop_spill(result: ToolResult) -> None:
+    """Remove a spill artifact (outside the timing) so the store does not grow."""
+    inner = result.result
+    if isinstance(inner, GrepResult | GlobResult) and inner.spill is not None:
+        with contextlib.suppress(OSError):
+            os.unlink(inner.spill.locator)
+
+
+# --- rows ---------------------------------------------------------------------------
+
+
+async def small_grep(ctx: Context) -> RowResult:
+    """``fs_search.grep`` with ~10 matches vs a no-op activity round trip (same workflow kind)."""
+    env = ctx.env
+    spec = env.spec(Call(tool="grep", arguments={"pattern": c.SMALL_PATTERN}, cwd="small"))
+
+    async def project() -> float:
+        seconds, results = await env.timed(CallsWorkflow, spec)
+        _grep_ok(_one(results), total=ctx.corpus.small_matches, spilled=False)
+        return seconds * MS
+
+    async def reference() -> float:
+        seconds, results = await env.timed(NoopWorkflow, spec)
+        if _one(results).is_error:
+            raise WrongResult(f"noop failed: {results[0].text[:300]}")
+        return seconds * MS
+
+    ps, rs = await interleave(project, reference, ctx.n("small"))
+    return _row(
+        "small",
+        units="ms",
+        project=ps,
+        reference=rs,
+        project_label=f"workflow -> fs_search.grep ({ctx.corpus.small_matches} matches) -> result",
+        reference_label="same workflow kind -> bench.noop activity on the same worker -> result",
+    )
+
+
+async def heavy_grep(ctx: Context) -> RowResult:
+    """``fs_search.grep`` with 12-18 MB of raw output (spilled) vs the naive consumer."""
+    env = ctx.env
+    corpus = ctx.corpus
+    spec = env.spec(Call(tool="grep", arguments={"pattern": c.HEAVY_PATTERN}, cwd="heavy"))
+    cwd = corpus.workspace / "heavy"
+
+    async def project() -> float:
+        seconds, results = await env.timed(CallsWorkflow, spec)
+        result = _one(results)
+        _grep_ok(result, total=corpus.heavy_matches, spilled=True)
+        _drop_spill(result)
+        return seconds * MS
+
+    async def reference() -> float:
+        gc.collect()
+        got = await asyncio.to_thread(references.naive_grep, ctx.rg, c.HEAVY_PATTERN, cwd)
+        if got.items != corpus.heavy_matches:
+            raise WrongResult(f"reference found {got.items} matches, want {corpus.heavy_matches}")
+        return got.seconds * MS
+
+    ps, rs = await interleave(project, reference, ctx.n("heavy"))
+    return _row(
+        "heavy",
+        units="ms",
+        project=ps,
+        reference=rs,
+        project_label="workflow -> fs_search.grep (spill: page + file) -> result",
+        reference_label="subprocess rg --json | json.loads every line, keep matches",
+        details={"raw_bytes": corpus.heavy_raw_bytes, "matches": corpus.heavy_matches},
+    )
+
+
+async def overflow(ctx: Context) -> RowResult:
+    """A grep ending in SEARCH_RAW_OUTPUT_OVERFLOW vs parsing the first 20 MB and killing rg."""
+    env = ctx.env
+    corpus = ctx.corpus
+    cap = env.activities.config.raw_output_max_bytes
+    spec = env.spec(Call(tool="grep", arguments={"pattern": c.OVERFLOW_PATTERN}, cwd="overflow"))
+    cwd = corpus.workspace / "overflow"
+
+    async def project() -> float:
+        seconds, results = await env.timed(CallsWorkflow, spec)
+        result = _one(results)
+        if result.error is None or result.error.code != ErrorCode.SEARCH_RAW_OUTPUT_OVERFLOW:
+            raise WrongResult(f"expected SEARCH_RAW_OUTPUT_OVERFLOW, got: {result.text[:300]}")
+        return seconds * MS
+
+    async def reference() -> float:
+        gc.collect()
+        got = await asyncio.to_thread(
+            references.naive_overflow, ctx.rg, c.OVERFLOW_PATTERN, cwd, cap
+        )
+        if got.raw_bytes < cap:
+            raise WrongResult(f"reference read only {got.raw_bytes} bytes before rg ended")
+        return got.seconds * MS
+
+    ps, rs = await interleave(project, reference, ctx.n("overflow"))
+    return _row(
+        "overflow",
+        units="ms",
+        project=ps,
+        reference=rs,
+        project_label=f"workflow -> fs_search.grep -> SEARCH_RAW_OUTPUT_OVERFLOW at {cap} bytes",
+        reference_label=f"subprocess rg --json, parse the first {cap} bytes, kill rg",
+        details={"full_raw_bytes": corpus.overflow_raw_bytes, "cap_bytes": cap},
+    )
+
+
+async def big_glob(ctx: Context) -> RowResult:
+    """``fs_search.glob`` over 100,000 files vs the naive ``rg --files --sort=modified``."""
+    env = ctx.env
+    corpus = ctx.corpus
+    spec = env.spec(Call(tool="glob", arguments={"pattern": "*.txt"}, cwd="glob"))
+    cwd = corpus.workspace / "glob"
+
+    async def project() -> float:
+        seconds, results = await env.timed(CallsWorkflow, spec)
+        result = _one(results)
+        glob = result.result
+        if result.is_error or not isinstance(glob, GlobResult):
+            raise WrongResult(f"glob failed: {result.text[:300]}")
+        if glob.total != corpus.glob_files or glob.spill is None:
+            raise WrongResult(f"glob found {glob.total} (spill {glob.spill_error})")
+        _drop_spill(result)
+        return seconds * MS
+
+    async def reference() -> float:
+        gc.collect()
+        got = await asyncio.to_thread(references.naive_glob, ctx.rg, cwd)
+        if got.items != corpus.glob_files:
+            raise WrongResult(f"reference listed {got.items} files, want {corpus.glob_files}")
+        return got.seconds * MS
+
+    ps, rs = await interleave(project, reference, ctx.n("glob"))
+    return _row(
+        "glob",
+        units="ms",
+        project=ps,
+        reference=rs,
+        project_label="workflow -> fs_search.glob '*.txt' (sampled page + spill) -> result",
+        reference_label="subprocess rg --files --sort=modified, decode, split lines",
+        details={"files": corpus.glob_files},
+    )
+
+
+async def concurrency(ctx: Context) -> RowResult:
+    """16 mid-size greps gathered in one workflow vs the same 16 one after another."""
+    env = ctx.env
+    corpus = ctx.corpus
+    per_dir = c.MID_FILES * c.MID_MATCHES_PER_FILE
+    calls = [
+        Call(tool="grep", arguments={"pattern": c.MID_PATTERN}, cwd=d) for d in corpus.mid_dirs
+    ]
+
+    async def run(concurrent: bool) -> float:
+        spec = env.spec(*calls, concurrent=concurrent)
+        seconds, results = await env.timed(CallsWorkflow, spec)
+        if len(results) != len(calls):
+            raise WrongResult(f"{len(results)} results for {len(calls)} calls")
+        for result in results:
+            _grep_ok(result, total=per_dir, spilled=True)
+            _drop_spill(result)
+        return seconds * MS
+
+    async def concurrent() -> float:
+        return await run(True)
+
+    async def sequential() -> float:
+        return await run(False)
+
+    ps, rs = await interleave(concurrent, sequential, ctx.n("concurrency"))
+    return _row(
+        "concurrency",
+        units="ms",
+        project=ps,
+        reference=rs,
+        ratio_inverted=True,
+        project_label=f"{len(calls)} greps gathered in one workflow (all at once on one worker)",
+        reference_label=f"the same {len(calls)} greps one after another in one workflow",
+        details={
+            "calls": len(calls),
+            "raw_bytes_each": [min(corpus.mid_raw_bytes), max(corpus.mid_raw_bytes)],
+            "ratio_is": "sequential / concurrent",
+            "max_concurrent_searches": env.activities.config.max_concurrent_searches,
+        },
+    )
+
+
+async def memory(ctx: Context) -> RowResult:
+    """Peak RSS growth of a worker process during the output-heavy grep vs its raw bytes.
+
+    Each trial starts a fresh ``fs-search worker`` process, warms it with a small and a
+    mid-size grep (so lazily loaded code is in), resets its peak RSS (``clear_refs``),
+    runs the output-heavy grep, and reads ``VmHWM`` - the RSS before the call. An RSS
+    sampler (5 ms) runs alongside as a cross-check.
+    """
+    env = ctx.env
+    corpus = ctx.corpus
+    raw = corpus.heavy_raw_bytes
+    growth: list[float] = []
+    sampled: list[float] = []
+    idle: list[float] = []
+    exact = True
+    for _ in range(ctx.n("memory")):
+        async with child_worker(env) as child:
+            wsid = child.workspace_id
+            idle.append(procs.status_kb(child.pid, "VmRSS") * 1024 / MB)
+            warm = env.spec(
+                Call(tool="grep", arguments={"pattern": c.SMALL_PATTERN}, cwd="small"),
+                Call(tool="grep", arguments={"pattern": c.MID_PATTERN}, cwd=corpus.mid_dirs[0]),
+                workspace_id=wsid,
+            )
+            for result in await env.execute(CallsWorkflow, warm):
+                if result.is_error:
+                    raise WrongResult(f"warm-up failed: {result.text[:300]}")
+                _drop_spill(result)
+            await asyncio.sleep(0.2)
+            spec = env.spec(
+                Call(tool="grep", arguments={"pattern": c.HEAVY_PATTERN}, cwd="heavy"),
+                workspace_id=wsid,
+            )
+            before = procs.status_kb(child.pid, "VmRSS") * 1024
+            exact = procs.reset_peak(child.pid) and exact
+            with procs.RssSampler(child.pid) as sampler:
+                results = await env.execute(CallsWorkflow, spec)
+            peak = procs.status_kb(child.pid, "VmHWM") * 1024
+            result = _one(results)
+            _grep_ok(result, total=corpus.heavy_matches, spilled=True)
+            _drop_spill(result)
+            growth.append(max(peak if exact else sampler.peak, before) - before)
+            sampled.append(max(sampler.peak - before, 0) / MB)
+    growth_mb = [g / MB for g in growth]
+    return _row(
+        "memory",
+        units="MB",
+        project=growth_mb,
+        reference=[raw / MB] * len(growth_mb),
+        project_label="worker process peak RSS growth during the output-heavy grep",
+        reference_label="the grep's raw rg --json output",
+        details={
+            "method": "VmHWM after clear_refs" if exact else "psutil RSS sampled every 5 ms",
+            "sampled_growth_mb": [round(s, 1) for s in sampled],
+            "worker_idle_rss_mb": [round(i, 1) for i in idle],
+            "raw_bytes": raw,
+        },
+    )
+
+
+async def cancel(ctx: Context) -> RowResult:
+    """Cancel request -> rg's process group dead, over trials on a 100 GiB sparse file."""
+    env = ctx.env
+    executor = env.activities.executor
+    spec = env.spec(
+        Call(
+            tool="grep",
+            arguments={"pattern": c.CANCEL_PATTERN, "path": "huge.bin"},
+            cwd="cancel",
+        )
+    )
+    rng = random.Random(f"{ctx.seed}:cancel")
+    latencies: list[float] = []  # until the group no longer exists (reaped)
+    dead: list[float] = []  # until no member is alive (zombies may remain)
+    unreaped = 0
+    n = ctx.n("cancel")
+    for trial in range(n + 1):  # the first trial is the warm-up
+        if executor.live_process_groups:
+            raise WrongResult(
+                f"rg groups still running before a trial: {executor.live_process_groups}"
+            )
+        handle = await env.client.start_workflow(
+            CancelOneWorkflow.run,
+            spec,
+            id=f"bench-cancel-{trial}-{os.getpid()}-{time.time_ns()}",
+            task_queue=env.workflow_queue,
+        )
+        pgid = await _new_group(executor)
+        members = await _members(pgid)
+        # Cancel at a varying point of the heartbeat cycle (0.2 s beats, 0.5 s throttle).
+        await asyncio.sleep(rng.uniform(0.3, 0.8))
+        started = time.perf_counter()
+        await handle.signal(CancelOneWorkflow.cancel_call)
+        end = await asyncio.to_thread(procs.wait_group_end, pgid, members, timeout=CANCEL_WAIT_S)
+        result: ToolResult = await handle.result()
+        if result.error is None or result.error.code != ErrorCode.SEARCH_ABORTED:
+            raise WrongResult(f"cancelled call returned: {result.text[:300]}")
+        if trial == 0:
+            continue
+        dead.append((end.dead - started) * MS)
+        if end.reaped is None:  # zombies outlived the wait: count the whole wait
+            unreaped += 1
+        gone = end.reaped if end.reaped is not None else started + CANCEL_WAIT_S
+        latencies.append((gone - started) * MS)
+    return _row(
+        "cancel",
+        units="ms",
+        project=latencies,
+        project_label="signal cancelling the running call -> rg's process group gone",
+        reference_label="(absolute target)",
+        details={
+            "p95_ms": round(percentile(latencies, 95), 1),
+            "no_live_member_p95_ms": round(percentile(dead, 95), 1),
+            "trials_with_unreaped_zombies": unreaped,
+            "group": "timeout backstop + rg, own process group",
+        },
+    )
+
+
+async def _new_group(executor: Any, timeout: float = 15.0) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        groups = executor.live_process_groups
+        if groups:
+            return int(groups[0])
+        await asyncio.sleep(0.005)
+    raise WrongResult("rg never started for the cancel trial")
+
+
+async def _members(pgid: int, timeout: float = 2.0) -> list[int]:
+    """The group's processes once rg has been started by the backstop (two members)."""
+    deadline = time.monotonic() + timeout
+    members = procs.group_members(pgid)
+    while len(members) < 2 and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+        members = procs.group_members(pgid)
+    return members
+
+
+ROWS: dict[str, Callable[[Context], Awaitable[RowResult]]] = {
+    "small": small_grep,
+    "heavy": heavy_grep,
+    "overflow": overflow,
+    "glob": big_glob,
+    "concurrency": concurrency,
+    "memory": memory,
+    "cancel": cancel,
+}
