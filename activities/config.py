@@ -40,6 +40,9 @@ class FsSearchConfig(BaseModel):
     rg_threads: int | None = Field(None, ge=1)
     # Searches run at once on this worker (Temporal's max_concurrent_activities).
     max_concurrent_searches: int = Field(16, ge=1)
+    # Helper processes that parse large rg outputs so concurrent searches use every core
+    # (None: one per core up to 4, none on a single core; 0: parse in a thread).
+    parse_processes: int | None = Field(None, ge=0)
 
     @classmethod
     def env_name(cls, key: str) -> str:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
-
-from temporalio.exceptions import ApplicationError
+from typing import TYPE_CHECKING
 
 from fs_search.activities.models import ErrorCode, error_name
+
+if TYPE_CHECKING:
+    from temporalio.exceptions import ApplicationError
 
 # rg's own words for a pattern it rejects (regex or glob); all exit 2.
 _INVALID_PATTERN_MARKERS = (
@@ -30,6 +32,9 @@ class SearchError(Exception):
 
     def to_application_error(self) -> ApplicationError:
         """The non-retryable ApplicationError this failure crosses Temporal as."""
+        # Imported here: the pure modules (and the digest helper process) stay light.
+        from temporalio.exceptions import ApplicationError
+
         return ApplicationError(
             self.message,
             {"name": error_name(self.code), "code": self.code.value},

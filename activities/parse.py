@@ -134,7 +134,10 @@ def ends_with_summary(chunks: list[bytes]) -> bool:
 
 
 def parse_chunks(chunks: list[bytes]) -> GrepStream:
-    """Parse ``rg --json`` output held as chunks, releasing each chunk once consumed."""
+    """Parse ``rg --json`` output held as chunks, releasing each chunk once consumed.
+
+    The list is emptied: memory is given back as the parse goes.
+    """
     stream = GrepStream()
     chunks.reverse()
     while chunks:

@@ -35,6 +35,7 @@ from fs_search.activities.models import (
     ToolsResult,
     request_problem,
 )
+from fs_search.activities.offload import Offload
 from fs_search.activities.paths import SearchTarget, Workspace
 from fs_search.activities.spill import SpillKey, SpillStore
 from fs_search.activities.telemetry import SearchTelemetry, mark_failed, outcome_of
@@ -68,6 +69,7 @@ class SearchActivities:
         store: where over-cap results are saved in full.
         rg: the probed rg binary (``path=None`` when unavailable).
         telemetry: spans and metrics (default: the global OpenTelemetry providers).
+        offload: where rg output is digested (default: a thread).
     """
 
     def __init__(
@@ -79,6 +81,7 @@ class SearchActivities:
         store: SpillStore,
         rg: RgStatus,
         telemetry: SearchTelemetry | None = None,
+        offload: Offload | None = None,
     ) -> None:
         self.config = config
         self.workspace = workspace
@@ -86,6 +89,7 @@ class SearchActivities:
         self.store = store
         self.rg = rg
         self.telemetry = telemetry or SearchTelemetry(trace_patterns=config.trace_patterns)
+        self.offload = offload or Offload(0)
 
     def all(self) -> list[object]:
         """Every activity, for ``Worker(activities=...)``: all four are always registered."""
@@ -188,23 +192,26 @@ class SearchActivities:
                 run.returncode, run.stderr, produced_output=run.produced_output, complete=True
             )
         with self._phase("parse", progress):
-            rel = parse.glob_paths(run.stdout)
-            display = [target.display(r) for r in rel]
-        with self._phase("render", progress):
-            page = render.glob_page(
-                rel, cap=cfg.glob_max_results, sample=cfg.sample_over_cap_glob_results
+            # Parsed, paged and (over the cap) rendered in full off the event loop.
+            got = await self.offload.run(
+                "glob",
+                run.chunks,
+                target=target,
+                cap=cfg.glob_max_results,
+                sample=cfg.sample_over_cap_glob_results,
+                artifact=req.spill,
             )
-            shown = [display[i] for i in page.indices]
-            total = len(display)
-            truncated = total > len(shown)
+        display, page = got.display, got.page
+        shown = [display[i] for i in page.indices]
+        total = len(display)
+        truncated = total > len(shown)
         ref, error, note = None, None, None
-        if truncated and req.spill:
-            ref, error, note = await self._spill(
-                "glob", progress, lambda: render.glob_artifact(display)
+        if truncated and req.spill and got.artifact is not None:
+            ref, error, note = await self._spill("glob", progress, got.artifact)
+        with self._phase("render", progress):
+            text = render.glob_text(
+                shown, page, total=total, root=target.root, spill=note, partial=partial
             )
-        text = render.glob_text(
-            shown, page, total=total, root=target.root, spill=note, partial=partial
-        )
         if not req.spill:
             await self._payload_store_ready(sum(len(p) + 4 for p in display) + len(text))
         return GlobResult(
@@ -245,27 +252,29 @@ class SearchActivities:
                 file_arg=target.file_arg,
             )
         with self._phase("parse", progress):
-            # Parsed once rg is done (overflowing output is never parsed), in a thread so
-            # heartbeats and other searches keep the event loop.
+            # Parsed once rg is done (overflowing output is never parsed), off the event
+            # loop: in a helper process when large, so concurrent searches use every core.
             try:
-                stream = await asyncio.to_thread(parse.parse_chunks, run.chunks)
+                got = await self.offload.run(
+                    "grep",
+                    run.chunks,
+                    target=target,
+                    cap=cfg.grep_max_matches,
+                    max_line_bytes=cfg.grep_max_line_bytes,
+                    artifact=req.spill,
+                    every=not req.spill,
+                )
             except parse.MalformedOutput as e:
                 raise SearchError(
                     ErrorCode.SEARCH_FAILED, f"malformed rg --json output: {e}"
                 ) from e
-            files = [(target.display(path), lines) for path, lines in stream.by_path()]
-        with self._phase("render", progress):
-            total = stream.total
-            page = render.grep_page(
-                files, cap=cfg.grep_max_matches, max_line_bytes=cfg.grep_max_line_bytes
-            )
-            truncated = total > len(page)
+        total, page = got.total, got.page
+        truncated = total > len(page)
         ref, error, note = None, None, None
-        if truncated and req.spill:
-            ref, error, note = await self._spill(
-                "grep", progress, lambda: render.grep_artifact(files)
-            )
-        text = render.grep_text(page, total=total, files=len(files), spill=note, partial=partial)
+        if truncated and req.spill and got.artifact is not None:
+            ref, error, note = await self._spill("grep", progress, got.artifact)
+        with self._phase("render", progress):
+            text = render.grep_text(page, total=total, files=got.files, spill=note, partial=partial)
         if req.spill:
             matches = [
                 GrepMatch(
@@ -277,18 +286,19 @@ class SearchActivities:
                 for line in page
             ]
         else:
-            estimate = sum(len(p) + len(t) + 64 for p, lines in files for _, t in lines)
+            every = got.every or []
+            estimate = sum(len(p) + len(t) + 64 for p, lines in every for _, t in lines)
             await self._payload_store_ready(estimate + len(text))
             # Trusted values straight from the parser: skip per-match validation.
             matches = [
                 GrepMatch.model_construct(path=path, line_number=number, line=line)
-                for path, lines in files
+                for path, lines in every
                 for number, line in lines
             ]
         return GrepResult(
             matches=matches,
             total=total,
-            files=len(files),
+            files=got.files,
             truncated=truncated,
             partial=partial,
             text=text,
@@ -365,7 +375,7 @@ class SearchActivities:
             ) from e
 
     async def _spill(
-        self, tool: str, progress: Progress, build: Callable[[], str]
+        self, tool: str, progress: Progress, text: str
     ) -> tuple[SpillRef | None, str | None, render.SpillNote]:
         """Save the complete result; a failing store is reported, never raised."""
         progress.phase = "spill"
@@ -374,7 +384,6 @@ class SearchActivities:
         ) as span:
             ref, error = None, None
             try:
-                text = await asyncio.to_thread(build)
                 span.set_attribute("fs_search.spill.bytes", len(text.encode("utf-8", "replace")))
                 async with asyncio.timeout(SPILL_TIMEOUT_S):
                     ref = await self.store.save(_spill_key(tool), text)

@@ -54,7 +54,8 @@ class BenchActivities(SearchActivities):
 
     @classmethod
     def around(cls, built: SearchActivities) -> BenchActivities:
-        """The same activities (config, workspace, executor, store, rg, telemetry) plus noop."""
+        """The same activities (config, workspace, executor, store, rg, telemetry, offload)
+        plus noop."""
         return cls(
             built.config,
             built.workspace,
@@ -62,6 +63,7 @@ class BenchActivities(SearchActivities):
             store=built.store,
             rg=built.rg,
             telemetry=built.telemetry,
+            offload=built.offload,
         )
 
 

@@ -22,6 +22,7 @@ from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.errors import SearchError
 from fs_search.activities.executor import Executor, default_backstop
 from fs_search.activities.models import task_queue_for
+from fs_search.activities.offload import Offload, default_processes
 from fs_search.activities.paths import Workspace
 from fs_search.activities.search import RgStatus, SearchActivities
 from fs_search.activities.spill import SpillStore
@@ -95,6 +96,9 @@ async def build_activities(
         store=store or open_store(config),
         rg=rg,
         telemetry=telemetry,
+        offload=Offload(
+            default_processes() if config.parse_processes is None else config.parse_processes
+        ),
     )
 
 
@@ -126,6 +130,7 @@ async def maintenance(activities: SearchActivities) -> AsyncIterator[None]:
     store = activities.store
 
     async def upkeep() -> None:
+        await activities.offload.warm()
         try:
             await store.check()
         except Exception as e:  # noqa: BLE001 - a store outage must not stop the worker
@@ -153,6 +158,7 @@ async def maintenance(activities: SearchActivities) -> AsyncIterator[None]:
             await task
         # Whatever the worker's shutdown left running dies now.
         await activities.executor.kill_all()
+        activities.offload.shutdown()
         await store.close()
 
 

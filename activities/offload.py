@@ -1,0 +1,173 @@
+"""Run CPU-heavy digestion of rg output off the event loop, in helper processes when busy.
+
+Parsing is pure Python, so threads share one core (the GIL). When several large outputs
+are being digested at once, they go to helper processes instead
+(``python -m fs_search.activities.helper``, our own subprocesses, each in its own process
+group and gone when its stdin closes): concurrent searches then use every core while the
+worker's event loop keeps heartbeating and serving Temporal. Small outputs, and a search
+running alone, stay in a thread, where the hop costs less than shipping the bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import functools
+import logging
+import os
+import pickle
+import signal
+import sys
+from typing import Any, cast
+
+from fs_search.activities.helper import HEADER, JOBS, frame
+
+log = logging.getLogger(__name__)
+
+# Below this much raw output, a thread hop is cheaper than another process.
+PROCESS_THRESHOLD_BYTES = 512 * 1024
+
+
+def default_processes() -> int:
+    """Helpers when none are configured: one per core up to 4; none on a single core."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return 0 if (cores or 1) < 2 else min(cores or 1, 4)
+
+
+class HelperDied(RuntimeError):
+    """A helper process went away mid-request."""
+
+
+class _Helper:
+    """One helper process and its pipes; answers one request at a time."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    @classmethod
+    async def start(cls) -> _Helper:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "fs_search.activities.helper",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            start_new_session=True,
+            limit=1024 * 1024,
+        )
+        for pipe in (proc.stdin, proc.stdout):
+            transport = getattr(pipe, "transport", None) or getattr(pipe, "_transport", None)
+            fileobj = transport.get_extra_info("pipe") if transport is not None else None
+            if fileobj is not None and hasattr(fcntl, "F_SETPIPE_SZ"):
+                with contextlib.suppress(OSError, ValueError):
+                    fcntl.fcntl(fileobj.fileno(), fcntl.F_SETPIPE_SZ, 1024 * 1024)
+        return cls(proc)
+
+    async def call(self, job: str, chunks: list[bytes], kwargs: dict[str, Any]) -> Any:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write(frame((job, kwargs)))
+            self.proc.stdin.write(HEADER.pack(sum(len(c) for c in chunks)))
+            self.proc.stdin.writelines(chunks)
+            await self.proc.stdin.drain()
+            header = await self.proc.stdout.readexactly(HEADER.size)
+            body = await self.proc.stdout.readexactly(HEADER.unpack(header)[0])
+        except (ConnectionError, asyncio.IncompleteReadError, BrokenPipeError) as e:
+            raise HelperDied(f"digest helper exited ({self.proc.returncode})") from e
+        status, value = pickle.loads(body)
+        if status == "error":
+            raise cast(BaseException, value)
+        return value
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+class Offload:
+    """Where digestion runs: a thread for small outputs, a helper process for large ones.
+
+    Args:
+        processes: helper processes at most (0: always a thread). They start on demand.
+        threshold: raw bytes from which work goes to a helper.
+    """
+
+    def __init__(self, processes: int, *, threshold: int = PROCESS_THRESHOLD_BYTES) -> None:
+        self.processes = processes
+        self.threshold = threshold
+        self._idle: list[_Helper] = []
+        self._in_flight = 0
+        self._available: asyncio.Semaphore | None = None
+        self._all: set[_Helper] = set()
+
+    async def run(self, job: str, chunks: list[bytes], **kwargs: Any) -> Any:
+        """``digest.<job>(chunks, **kwargs)``: in a helper for a large output, else a thread.
+
+        A lone digest stays in a thread even when large: shipping the output to another
+        process only pays off when digests would otherwise queue for the one core.
+        """
+        self._in_flight += 1
+        try:
+            return await self._run(job, chunks, kwargs)
+        finally:
+            self._in_flight -= 1
+
+    async def _run(self, job: str, chunks: list[bytes], kwargs: dict[str, Any]) -> Any:
+        local = functools.partial(JOBS[job], chunks, **kwargs)
+        alone = self._in_flight <= 1
+        if self.processes <= 0 or alone or sum(len(c) for c in chunks) < self.threshold:
+            return await asyncio.to_thread(local)
+        if self._available is None:
+            self._available = asyncio.Semaphore(self.processes)
+        async with self._available:
+            helper = self._idle.pop() if self._idle else None
+            if helper is None:
+                try:
+                    helper = await _Helper.start()
+                except OSError as e:
+                    log.warning("cannot start a digest helper (%s); digesting in a thread", e)
+                    return await asyncio.to_thread(local)
+                self._all.add(helper)
+            try:
+                result = await helper.call(job, chunks, kwargs)
+            except HelperDied as e:
+                log.warning("%s; digesting in a thread instead", e)
+                self._discard(helper)
+                return await asyncio.to_thread(local)
+            except asyncio.CancelledError:
+                # Mid-request, its pipe holds a half-read answer: it cannot be reused.
+                self._discard(helper)
+                raise
+            except BaseException:
+                self._idle.append(helper)  # an error answered cleanly leaves it usable
+                raise
+            self._idle.append(helper)
+            return result
+
+    async def warm(self) -> None:
+        """Start the helpers ahead of the first large search (a worker calls this at start)."""
+        while len(self._all) < self.processes:
+            try:
+                helper = await _Helper.start()
+            except OSError as e:
+                log.warning("cannot start a digest helper (%s); large outputs use a thread", e)
+                return
+            self._all.add(helper)
+            self._idle.append(helper)
+
+    def _discard(self, helper: _Helper) -> None:
+        helper.kill()
+        self._all.discard(helper)
+
+    @property
+    def helper_pids(self) -> list[int]:
+        """Process ids of the running helpers."""
+        return [helper.proc.pid for helper in self._all]
+
+    def shutdown(self) -> None:
+        """Stop every helper process."""
+        for helper in list(self._all):
+            helper.kill()
+        self._all.clear()
+        self._idle.clear()

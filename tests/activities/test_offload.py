@@ -1,0 +1,152 @@
+"""Digest offloading: helper processes for concurrent large outputs, threads otherwise."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from fs_search.activities import digest, parse
+from fs_search.activities.helper import HEADER, frame
+from fs_search.activities.offload import Offload
+from fs_search.activities.paths import SearchTarget
+from tests.helpers import group_alive
+
+TARGET = SearchTarget(run_dir="/tmp", file_arg=None, prefix="src", root="src")
+KW = {"target": TARGET, "cap": 5, "max_line_bytes": 20, "artifact": True, "every": True}
+
+
+def rg_json(files: int, lines: int) -> bytes:
+    out = []
+    for f in range(files):
+        for n in range(1, lines + 1):
+            msg = {
+                "type": "match",
+                "data": {
+                    "path": {"text": f"f{f}.py"},
+                    "lines": {"text": f"hit {n} {'x' * 40}\n"},
+                    "line_number": n,
+                    "absolute_offset": 0,
+                    "submatches": [],
+                },
+            }
+            out.append(json.dumps(msg, separators=(",", ":")))
+    out.append('{"data":{"stats":{}},"type":"summary"}')
+    return ("\n".join(out) + "\n").encode()
+
+
+def chunks_of(data: bytes, size: int = 65536) -> list[bytes]:
+    return [data[i : i + size] for i in range(0, len(data), size)]
+
+
+async def test_concurrent_large_digests_use_helpers_with_identical_results():
+    """Large digests running at once go to helper processes and give the thread's result."""
+    data = rg_json(40, 100)
+    expected = digest.grep(chunks_of(data), **KW)
+    offload = Offload(2, threshold=1024)
+    try:
+        results = await asyncio.gather(
+            *[offload.run("grep", chunks_of(data), **KW) for _ in range(4)]
+        )
+        assert all(r == expected for r in results)
+        assert len(offload.helper_pids) == 2
+        assert expected.total == 4000 and expected.files == 40 and len(expected.page) == 5
+    finally:
+        offload.shutdown()
+
+
+async def test_a_lone_or_small_digest_stays_in_a_thread():
+    """One digest at a time, or a small one, never starts a helper."""
+    offload = Offload(2, threshold=1024)
+    await offload.run("grep", chunks_of(rg_json(40, 100)), **KW)
+    await asyncio.gather(*[offload.run("grep", [rg_json(1, 1)], **KW) for _ in range(3)])
+    assert offload.helper_pids == []
+
+
+async def test_errors_cross_back_and_the_helper_stays_usable():
+    """A malformed output raises MalformedOutput from the helper; the helper keeps serving."""
+    offload = Offload(1, threshold=10)
+    try:
+        outcomes = await asyncio.gather(
+            *[offload.run("grep", [b"not json\n" * 100], **KW) for _ in range(2)],
+            return_exceptions=True,
+        )
+        assert all(isinstance(o, parse.MalformedOutput) for o in outcomes)
+        pids = offload.helper_pids
+        good = await asyncio.gather(*[offload.run("grep", [rg_json(2, 3)], **KW) for _ in range(2)])
+        assert all(g.total == 6 for g in good) and offload.helper_pids == pids
+    finally:
+        offload.shutdown()
+
+
+async def test_a_dead_helper_falls_back_to_a_thread():
+    """A helper killed mid-request: the digest is redone in a thread, the helper replaced."""
+    offload = Offload(1, threshold=10)
+    try:
+        await offload.warm()
+        [pid] = offload.helper_pids
+        os.killpg(pid, signal.SIGKILL)
+        await asyncio.sleep(0.1)
+        results = await asyncio.gather(
+            *[offload.run("grep", [rg_json(3, 3)], **KW) for _ in range(2)]
+        )
+        assert [r.total for r in results] == [9, 9]
+        assert pid not in offload.helper_pids
+    finally:
+        offload.shutdown()
+
+
+async def test_cancelling_a_call_discards_its_helper():
+    """A cancelled request kills its helper (its pipe holds a half-read answer)."""
+    offload = Offload(1, threshold=10)
+    big = [rg_json(200, 500)]
+    try:
+        blocker = asyncio.ensure_future(offload.run("grep", [rg_json(1, 1)], **KW))
+        task = asyncio.ensure_future(offload.run("grep", big, **KW))
+        await blocker
+        await asyncio.sleep(0.05)
+        pids = offload.helper_pids
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0.2)
+        assert pids and not any(group_alive(p) for p in pids)
+        assert offload.helper_pids == []
+    finally:
+        offload.shutdown()
+
+
+async def test_shutdown_kills_helpers():
+    """shutdown() leaves no helper running."""
+    offload = Offload(2)
+    await offload.warm()
+    pids = offload.helper_pids
+    assert len(pids) == 2 and all(group_alive(p) for p in pids)
+    offload.shutdown()
+    await asyncio.sleep(0.2)
+    assert not any(group_alive(p) for p in pids)
+
+
+def test_helper_exits_when_its_stdin_closes():
+    """A helper whose parent is gone (stdin closed) exits by itself."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fs_search.activities.helper"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    raw = rg_json(1, 2)
+    proc.stdin.write(frame(("grep", KW)) + HEADER.pack(len(raw)) + raw)
+    proc.stdin.flush()
+    size = HEADER.unpack(proc.stdout.read(HEADER.size))[0]
+    import pickle
+
+    status, result = pickle.loads(proc.stdout.read(size))
+    assert status == "ok" and result.total == 2
+    proc.stdin.close()
+    assert proc.wait(timeout=10) == 0
