@@ -238,3 +238,31 @@ async def test_s3_outage_mid_run_never_fails_a_search(dev_env, tmp_path):
         assert not r.is_error and r.result.spill is None and r.result.spill_error
         assert r.result.total == 400 and len(r.result.matches) == 250
     assert after.result.spill is not None and after.result.spill_error is None
+
+
+async def test_helper_processes_die_with_a_killed_worker(dev_env, tmp_path):
+    """The worker's digest helpers exit when the worker is SIGKILLed (their stdin closes)."""
+    import psutil
+
+    ws = write_tree(tmp_path / "ws", {"a.txt": "x\n"})
+    worker = WorkerProcess(
+        ws,
+        _address(dev_env),
+        f"helpers-{uuid.uuid4()}",
+        env={"FS_SEARCH_PARSE_PROCESSES": "2", "FS_SEARCH_SPILL_URL": f"file://{tmp_path}/s"},
+    )
+    helpers = []
+    for _ in range(100):
+        helpers = [
+            p
+            for p in psutil.Process(worker.pid).children(recursive=True)
+            if "fs_search.activities.helper" in " ".join(p.cmdline())
+        ]
+        if len(helpers) == 2:
+            break
+        await asyncio.sleep(0.05)
+    assert len(helpers) == 2
+    worker.kill()
+    await asyncio.to_thread(
+        wait_until, lambda: not any(p.is_running() and p.status() != "zombie" for p in helpers), 10
+    )
