@@ -42,7 +42,7 @@ from fs_search.activities.telemetry import SearchTelemetry, mark_failed, outcome
 
 log = logging.getLogger(__name__)
 
-HEARTBEAT_INTERVAL_S = 0.2
+HEARTBEAT_INTERVAL_S = 0.25
 # A spill that takes longer than this is given up on: the inline page is returned.
 SPILL_TIMEOUT_S = 15.0
 
