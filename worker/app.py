@@ -130,7 +130,6 @@ async def maintenance(activities: SearchActivities) -> AsyncIterator[None]:
     store = activities.store
 
     async def upkeep() -> None:
-        await activities.offload.warm()
         try:
             await store.check()
         except Exception as e:  # noqa: BLE001 - a store outage must not stop the worker
@@ -178,6 +177,8 @@ async def run_until_signalled(
     queue = task_queue_for(workspace_id)
     worker = new_worker(client, activities, workspace_id=workspace_id, workflows=list(workflows))
     async with maintenance(activities), worker:
+        # A long-running worker starts its digest helpers now rather than on a first search.
+        warming = asyncio.create_task(activities.offload.warm())
         log.info(
             "fs-search worker for workspace %s (id %s) polling task queue %s on %s, namespace %s",
             activities.workspace.root,
@@ -194,5 +195,6 @@ async def run_until_signalled(
         if on_ready:
             on_ready()
         await stop.wait()
+        warming.cancel()
         log.info("shutting down: cancelling running searches")
     log.info("worker stopped")

@@ -149,17 +149,39 @@ class DevServer:
     async def start(self, timeout: float = 30.0) -> DevServer:
         """Start and wait until the frontend accepts connections."""
         self.process.start()
+        deadline = time.monotonic() + timeout
         try:
             await wait_for_port("127.0.0.1", self.port, timeout=timeout, proc=self.process)
+            await self._wait_healthy(deadline)
         except BaseException as e:
             self.process.stop()
             tail = _tail(self.process.log_path)
             raise RuntimeError(f"{e}{': ' + tail if tail else ''}") from e
         return self
 
+    async def _wait_healthy(self, deadline: float) -> None:
+        """The port opens before the frontend serves ("Frontend is not healthy yet")."""
+        from temporalio.client import Client
+
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            if not self.process.running():
+                raise RuntimeError("the Temporal dev server exited before it was healthy")
+            try:
+                client = await Client.connect(self.address)
+                if await client.service_client.check_health():
+                    return
+            except RuntimeError as e:
+                last = e
+            await asyncio.sleep(0.05)
+        raise TimeoutError(f"the Temporal dev server was not healthy in time: {last}")
+
     def stop(self) -> None:
-        """Stop the server (by pid); its log is removed when it was a temporary one."""
-        self.process.stop()
+        """Stop the server (by pid); its log is removed when it was a temporary one.
+
+        The server keeps everything in memory, so it is not worth a graceful shutdown.
+        """
+        self.process.stop(timeout=0.2)
         if self._own_log and self.process.log_path is not None:
             with contextlib.suppress(OSError):
                 self.process.log_path.unlink()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.spill import FileSpillStore, SpillStore, default_spill_dir
-from fs_search.activities.spill_s3 import S3SpillStore
 from fs_search.workflows.plugin import FsSearchPlugin
 
 
@@ -16,6 +15,9 @@ def open_store(config: FsSearchConfig) -> SpillStore:
     if url.startswith("file://"):
         return FileSpillStore.from_url(url, ttl_hours=config.spill_ttl_hours)
     if url.startswith("s3://"):
+        # Imported only for S3 stores: aioboto3 takes half a second to import.
+        from fs_search.activities.spill_s3 import S3SpillStore
+
         return S3SpillStore.from_url(url, endpoint_url=config.s3_endpoint_url)
     raise ValueError(
         f"FS_SEARCH_SPILL_URL {url!r}: expected file:///absolute/dir or s3://bucket/prefix"

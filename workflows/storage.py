@@ -19,7 +19,6 @@ from typing import Any
 
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.aws.s3driver import S3StorageDriver, S3StorageDriverClient
-from temporalio.contrib.aws.s3driver.aioboto3 import new_aioboto3_client
 from temporalio.converter import (
     ExternalStorage,
     StorageDriver,
@@ -113,6 +112,8 @@ class LazyAioboto3Client(S3StorageDriverClient):
         self._lazy = LazyS3Client(endpoint_url)
 
     async def _adapter(self) -> S3StorageDriverClient:
+        from temporalio.contrib.aws.s3driver.aioboto3 import new_aioboto3_client
+
         return new_aioboto3_client(await self._lazy.get())
 
     async def put_object(self, *, bucket: str, key: str, data: bytes) -> None:
