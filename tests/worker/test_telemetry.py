@@ -261,3 +261,62 @@ async def test_ui_shows_summaries_and_live_heartbeat_details(dev_env, make_activ
         if e.HasField("activity_task_scheduled_event_attributes")
     ]
     assert summaries == ["fs_search tools", 'grep "needle" in huge.bin']
+
+
+def test_otlp_export_over_http_from_the_cli(ws, tmp_path):
+    """OTEL_*_EXPORTER=otlp sends spans and metrics with the official exporter to the endpoint."""
+    import http.server
+    import threading
+
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+        ExportMetricsServiceRequest,
+    )
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    received: dict[str, list[bytes]] = {}
+
+    class Collector(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's naming
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            received.setdefault(self.path, []).append(body)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Collector)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        p = cli(
+            "grep",
+            "nothing",
+            "--workspace",
+            str(ws),
+            env={
+                "OTEL_TRACES_EXPORTER": "otlp",
+                "OTEL_METRICS_EXPORTER": "otlp",
+                "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+                "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{server.server_address[1]}",
+                "OTEL_SERVICE_NAME": "fs-search-otlp-test",
+                "FS_SEARCH_SPILL_URL": f"file://{tmp_path}/s",
+            },
+        )
+    finally:
+        server.shutdown()
+    assert p.returncode == 0, p.stderr[-2000:]
+    spans = []
+    for body in received.get("/v1/traces", []):
+        request = ExportTraceServiceRequest.FromString(body)
+        for rs in request.resource_spans:
+            service = {a.key: a.value.string_value for a in rs.resource.attributes}["service.name"]
+            spans += [(service, s.name) for ss in rs.scope_spans for s in ss.spans]
+    assert ("fs-search-otlp-test", "fs_search.rg") in spans
+    names = set()
+    for body in received.get("/v1/metrics", []):
+        request = ExportMetricsServiceRequest.FromString(body)
+        names |= {
+            m.name for rm in request.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+        }
+    assert {"fs_search.calls", "fs_search.duration", "fs_search.raw_bytes"} <= names
