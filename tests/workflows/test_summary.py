@@ -1,0 +1,31 @@
+"""Activity summaries for the Temporal UI."""
+
+from __future__ import annotations
+
+import pytest
+
+from fs_search.workflows.tools import SUMMARY_MAX_BYTES, summary
+
+
+def test_summary_shape():
+    """Summaries read like `grep "TODO" in src (*.py)`."""
+    assert summary("grep", "TODO", "src", "*.py") == 'grep "TODO" in src (*.py)'
+    assert summary("glob", "**/*.ts") == 'glob "**/*.ts"'
+
+
+@pytest.mark.parametrize("pattern", ["x" * 5000, "日本語" * 500, "a\nb" * 300])
+def test_long_or_multiline_patterns_fit_in_200_bytes_on_one_line(pattern):
+    """A long pattern is shortened (UTF-8 safe) so the summary stays within 200 bytes, on one line."""
+    text = summary("grep", pattern, "some/dir", "*.{py,pyi}")
+    assert len(text.encode()) <= SUMMARY_MAX_BYTES
+    assert (
+        "\n" not in text
+        and text.startswith('grep "')
+        and text.endswith(" in some/dir (*.{py,pyi})")
+    )
+    assert "…" in text
+
+
+def test_huge_path_still_fits():
+    """Even a huge path is cut to fit."""
+    assert len(summary("glob", "*", "p" * 1000).encode()) <= SUMMARY_MAX_BYTES
