@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
 from opentelemetry import trace
-from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.trace import Span
 from temporalio import activity
 
 from fs_search.activities import command, parse, render
@@ -18,6 +16,7 @@ from fs_search.activities.catalogue import tools_and_prompts
 from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.errors import SearchError, invalid_argument, rg_outcome
 from fs_search.activities.executor import Executor, Progress, RgRun
+from fs_search.activities.lifecycle import check, check_sizes, contract, heartbeating
 from fs_search.activities.models import (
     GLOB_ACTIVITY,
     GREP_ACTIVITY,
@@ -31,20 +30,13 @@ from fs_search.activities.models import (
     GrepResult,
     ReadSpillRequest,
     ReadSpillResult,
-    SpillRef,
     ToolsResult,
-    request_problem,
 )
 from fs_search.activities.offload import Offload
 from fs_search.activities.paths import SearchTarget, Workspace
-from fs_search.activities.spill import SpillKey, SpillStore
+from fs_search.activities.saving import Saver
+from fs_search.activities.spill import SpillStore
 from fs_search.activities.telemetry import SearchTelemetry, mark_failed, outcome_of
-
-log = logging.getLogger(__name__)
-
-HEARTBEAT_INTERVAL_S = 0.25
-# A spill that takes longer than this is given up on: the inline page is returned.
-SPILL_TIMEOUT_S = 15.0
 
 T = TypeVar("T")
 R = TypeVar("R", GlobRequest, GrepRequest)
@@ -90,6 +82,7 @@ class SearchActivities:
         self.rg = rg
         self.telemetry = telemetry or SearchTelemetry(trace_patterns=config.trace_patterns)
         self.offload = offload or Offload(0)
+        self.saver = Saver(store, self.telemetry)
 
     def all(self) -> list[object]:
         """Every activity, for ``Worker(activities=...)``: all four are always registered."""
@@ -138,10 +131,10 @@ class SearchActivities:
         """A page of a spill artifact of this worker's store."""
 
         async def run() -> ReadSpillResult:
-            _check_sizes(req)
+            check_sizes(req)
             return await self.store.read(req.locator, offset=req.offset, limit=req.limit)
 
-        return await _contract(run())
+        return await contract(run())
 
     # --- pipelines -------------------------------------------------------------------
 
@@ -164,8 +157,8 @@ class SearchActivities:
         )
         error: BaseException | None = None
         try:
-            async with _heartbeating(progress):
-                return await _contract(pipeline(req, progress))
+            async with heartbeating(progress):
+                return await contract(pipeline(req, progress))
         except BaseException as e:
             error = e
             mark_failed(span, e)
@@ -180,8 +173,8 @@ class SearchActivities:
 
     async def _glob(self, req: GlobRequest, progress: Progress) -> GlobResult:
         cfg = self.config
-        _check_sizes(req)
-        _check(command.pattern_problem(req.pattern))
+        check_sizes(req)
+        check(command.pattern_problem(req.pattern))
         budget = self._budget_s(req.timeout_ms)
         target = self.workspace.target(cwd=req.cwd, path=req.path, tool="glob")
         argv = command.for_glob(req.pattern, rg=self._rg())
@@ -207,13 +200,15 @@ class SearchActivities:
         truncated = total > len(shown)
         ref, error, note = None, None, None
         if truncated and req.spill and got.artifact is not None:
-            ref, error, note = await self._spill("glob", progress, got.artifact)
+            ref, error, note = await self.saver.spill("glob", progress, got.artifact)
         with self._phase("render", progress):
             text = render.glob_text(
                 shown, page, total=total, root=target.root, spill=note, partial=partial
             )
         if not req.spill:
-            await self._payload_store_ready(sum(len(p) + 4 for p in display) + len(text))
+            await self.saver.ready_for(
+                sum(len(p) + 4 for p in display) + len(text), cfg.payload_threshold_bytes
+            )
         return GlobResult(
             root=target.root,
             paths=shown if req.spill else display,
@@ -228,10 +223,10 @@ class SearchActivities:
 
     async def _grep(self, req: GrepRequest, progress: Progress) -> GrepResult:
         cfg = self.config
-        _check_sizes(req)
-        _check(command.pattern_problem(req.pattern))
+        check_sizes(req)
+        check(command.pattern_problem(req.pattern))
         include = req.include if req.include and req.include.strip() else None
-        _check(command.include_problem(include))
+        check(command.include_problem(include))
         budget = self._budget_s(req.timeout_ms)
         target = self.workspace.target(cwd=req.cwd, path=req.path, tool="grep")
         argv = command.for_grep(
@@ -272,7 +267,7 @@ class SearchActivities:
         truncated = total > len(page)
         ref, error, note = None, None, None
         if truncated and req.spill and got.artifact is not None:
-            ref, error, note = await self._spill("grep", progress, got.artifact)
+            ref, error, note = await self.saver.spill("grep", progress, got.artifact)
         with self._phase("render", progress):
             text = render.grep_text(page, total=total, files=got.files, spill=note, partial=partial)
         if req.spill:
@@ -288,7 +283,7 @@ class SearchActivities:
         else:
             every = got.every or []
             estimate = sum(len(p) + len(t) + 64 for p, lines in every for _, t in lines)
-            await self._payload_store_ready(estimate + len(text))
+            await self.saver.ready_for(estimate + len(text), cfg.payload_threshold_bytes)
             # Trusted values straight from the parser: skip per-match validation.
             matches = [
                 GrepMatch.model_construct(path=path, line_number=number, line=line)
@@ -353,115 +348,3 @@ class SearchActivities:
             max_stdout=self.config.raw_output_max_bytes,
             progress=progress,
         )
-
-    async def _payload_store_ready(self, estimate: int) -> None:
-        """Fail once, clearly, when a large result would need a store that is down.
-
-        A result over the payload threshold crosses Temporal through external storage; if
-        that store is unreachable the SDK's upload would fail after this activity returned,
-        and the call would be retried for nothing.
-        """
-        if estimate < self.config.payload_threshold_bytes:
-            return
-        try:
-            async with asyncio.timeout(SPILL_TIMEOUT_S):
-                await self.store.check()
-        except Exception as e:  # noqa: BLE001
-            raise SearchError(
-                ErrorCode.SEARCH_FAILED,
-                f"the result (about {estimate} bytes) is too large to return inline and the "
-                f"payload store {self.store.describe()} is unavailable ({type(e).__name__}: {e}); "
-                "retry later, or search with spill enabled",
-            ) from e
-
-    async def _spill(
-        self, tool: str, progress: Progress, text: str
-    ) -> tuple[SpillRef | None, str | None, render.SpillNote]:
-        """Save the complete result; a failing store is reported, never raised."""
-        progress.phase = "spill"
-        with self.telemetry.span(
-            "fs_search.spill", **{"fs_search.spill.backend": self.store.backend}
-        ) as span:
-            ref, error = None, None
-            try:
-                span.set_attribute("fs_search.spill.bytes", len(text.encode("utf-8", "replace")))
-                async with asyncio.timeout(SPILL_TIMEOUT_S):
-                    ref = await self.store.save(_spill_key(tool), text)
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:  # noqa: BLE001 - any store failure degrades to spill_error
-                log.warning("spill to %s failed: %s", self.store.describe(), e)
-                message = str(e) or type(e).__name__
-                if isinstance(e, TimeoutError):
-                    message = f"the spill store did not answer within {SPILL_TIMEOUT_S:.0f} s"
-                error = f"{type(e).__name__}: {message}"[:500]
-                span.set_status(Status(StatusCode.ERROR, error))
-            span.set_attribute("fs_search.spill.success", ref is not None)
-        note = render.SpillNote(
-            locator=ref.locator if ref else None, hint=ref.hint if ref else None, error=error
-        )
-        return ref, error, note
-
-
-def _spill_key(tool: str) -> SpillKey:
-    info = activity.info()
-    if info.workflow_id is not None:
-        return SpillKey(
-            workflow_id=info.workflow_id,
-            run_id=info.workflow_run_id or "null",
-            activity_id=info.activity_id,
-            tool=tool,
-        )
-    return SpillKey(
-        workflow_id="standalone",
-        run_id=info.activity_run_id or "null",
-        activity_id=info.activity_id,
-        tool=tool,
-    )
-
-
-def _check(problem: str | None) -> None:
-    if problem:
-        raise invalid_argument(problem)
-
-
-def _check_sizes(req: GlobRequest | GrepRequest | ReadSpillRequest) -> None:
-    _check(request_problem(req))
-
-
-async def _contract(work: Awaitable[T]) -> T:
-    """Run an activity body; every failure leaves as a contract ApplicationError."""
-    try:
-        return await work
-    except SearchError as e:
-        raise e.to_application_error() from None
-    except asyncio.CancelledError:
-        raise
-    except Exception as e:
-        log.exception("unexpected failure in a search activity")
-        raise SearchError(
-            ErrorCode.SEARCH_FAILED, f"search failed unexpectedly: {type(e).__name__}: {e}"
-        ).to_application_error() from e
-
-
-@contextlib.asynccontextmanager
-async def _heartbeating(progress: Progress) -> AsyncIterator[None]:
-    """Heartbeat every HEARTBEAT_INTERVAL_S with progress details while the body runs.
-
-    A timer, not output, drives it: a search that finds nothing still heartbeats, so
-    cancellation reaches it.
-    """
-
-    async def beat() -> None:
-        # The first beat comes after one interval: a quick search costs no heartbeat.
-        while True:
-            await asyncio.sleep(HEARTBEAT_INTERVAL_S)
-            activity.heartbeat(progress.details())
-
-    task = asyncio.create_task(beat()) if activity.in_activity() else None
-    try:
-        yield
-    finally:
-        # Not awaited: awaiting here could swallow a cancellation of the activity itself.
-        if task is not None:
-            task.cancel()

@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from fs_search.worker.binaries import find_binary
 from tests.helpers import write_tree
-
-FS_SEARCH = find_binary("fs-search") or "fs-search"
+from tests.procs import FS_SEARCH, WorkerProcess
 
 
 def cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 120):
@@ -122,47 +118,13 @@ def test_worker_refuses_invalid_settings(ws):
     assert p.returncode != 0 and "FS_SEARCH_GLOB_MAX_RESULTS" in p.stderr
 
 
-def _start_worker(ws: Path, address: str, wsid: str, spill: Path, *extra: str) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FS_SEARCH_")}
-    env["FS_SEARCH_SPILL_URL"] = f"file://{spill}"
-    proc = subprocess.Popen(
-        [
-            FS_SEARCH,
-            "worker",
-            "--workspace",
-            str(ws),
-            "--workspace-id",
-            wsid,
-            "--address",
-            address,
-            "--sample-over-cap-glob-results",
-            *extra,
-        ],
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 30
-    seen = []
-    assert proc.stderr is not None
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        seen.append(line)
-        if "polling task queue" in line:
-            assert f"fs-search/{wsid}" in line
-            return proc
-        if proc.poll() is not None:
-            break
-    proc.kill()
-    raise AssertionError("worker did not start: " + "".join(seen))
-
-
 async def test_address_mode_against_a_running_worker(dev_env, ws, tmp_path):
     """Address mode schedules the call on fs-search/<id> of a separately running worker."""
     address = dev_env.client.service_client.config.target_host
     wsid = f"cli-{uuid.uuid4()}"
-    worker = _start_worker(ws, address, wsid, tmp_path / "spill")
+    worker = WorkerProcess(
+        ws, address, wsid, env={"FS_SEARCH_SPILL_URL": f"file://{tmp_path}/spill"}
+    )
     try:
         p = cli("grep", "TODO", "--path", "src", "--address", address, "--workspace-id", wsid)
         assert p.returncode == 0, p.stderr
@@ -170,8 +132,7 @@ async def test_address_mode_against_a_running_worker(dev_env, ws, tmp_path):
         p = cli("glob", "*.md", "--json", "--address", address, "--workspace-id", wsid)
         assert json.loads(p.stdout)["result"]["paths"] == ["notes.md"]
     finally:
-        worker.send_signal(signal.SIGTERM)
-        assert worker.wait(timeout=20) == 0
+        assert worker.terminate(timeout=20) == 0
 
 
 def test_module_entry_point():

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import uuid
 from pathlib import Path
 
@@ -16,7 +13,8 @@ from temporalio.worker import Worker
 
 from fs_search.workflows.plugin import FsSearchPlugin
 from tests.helpers import big_tree
-from tests.worker.test_cli import FS_SEARCH, cli
+from tests.procs import WorkerProcess
+from tests.worker.test_cli import cli
 from tests.workflows_under_test import Calls, CallsWorkflow, Options
 
 FILES, MATCHES = 200_000, 100_000
@@ -28,39 +26,14 @@ async def big(tmp_path_factory) -> Path:
     return big_tree(tmp_path_factory.mktemp("big") / "ws", files=FILES, matches=MATCHES)
 
 
-def _start_worker(ws: Path, address: str, wsid: str, env: dict[str, str]) -> subprocess.Popen:
-    full = {k: v for k, v in os.environ.items() if not k.startswith("FS_SEARCH_")}
-    full.update(env)
-    proc = subprocess.Popen(
-        [
-            FS_SEARCH,
-            "worker",
-            "--workspace",
-            str(ws),
-            "--workspace-id",
-            wsid,
-            "--address",
-            address,
-            "--no-sample-over-cap-glob-results",
-        ],
-        env=full,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        if "polling task queue" in line:
-            return proc
-    raise AssertionError(f"worker exited with {proc.wait()}")
-
-
 async def test_s3_external_storage_between_processes(dev_env, s3, big):
     """A worker process and a caller client on S3: 200k paths and 100k matches come through."""
     address = dev_env.client.service_client.config.target_host
     prefix = f"spill-{uuid.uuid4().hex[:8]}"
     wsid = f"big-{uuid.uuid4()}"
-    worker = _start_worker(big, address, wsid, s3.env(prefix))
+    worker = WorkerProcess(
+        big, address, wsid, env=s3.env(prefix), args=("--no-sample-over-cap-glob-results",)
+    )
     try:
         before = set(await s3.keys("v0/"))
         caller = await Client.connect(
@@ -93,8 +66,7 @@ async def test_s3_external_storage_between_processes(dev_env, s3, big):
         assert grep.result.matches[-1].line == f"match {MATCHES - 1}"
         assert set(await s3.keys("v0/")) - before, "no payload went through S3"
     finally:
-        worker.send_signal(signal.SIGTERM)
-        worker.wait(timeout=30)
+        worker.terminate()
 
 
 def test_embedded_cli_local_directory_storage(big, tmp_path):

@@ -1,0 +1,77 @@
+"""Saving complete results: spills that never fail a search, and the payload-store check."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from opentelemetry.trace import Status, StatusCode
+
+from fs_search.activities import render
+from fs_search.activities.errors import SearchError
+from fs_search.activities.executor import Progress
+from fs_search.activities.lifecycle import spill_key
+from fs_search.activities.models import ErrorCode, SpillRef
+from fs_search.activities.spill import SpillStore
+from fs_search.activities.telemetry import SearchTelemetry
+
+log = logging.getLogger("fs_search.activities.search")
+
+# A spill that takes longer than this is given up on: the inline page is returned.
+SPILL_TIMEOUT_S = 15.0
+
+
+class Saver:
+    """Saves over-cap results to the spill store, traced, and checks the payload store."""
+
+    def __init__(self, store: SpillStore, telemetry: SearchTelemetry) -> None:
+        self.store = store
+        self.telemetry = telemetry
+
+    async def spill(
+        self, tool: str, progress: Progress, text: str
+    ) -> tuple[SpillRef | None, str | None, render.SpillNote]:
+        """Save the complete result; a failing store is reported, never raised."""
+        progress.phase = "spill"
+        with self.telemetry.span(
+            "fs_search.spill", **{"fs_search.spill.backend": self.store.backend}
+        ) as span:
+            ref, error = None, None
+            try:
+                span.set_attribute("fs_search.spill.bytes", len(text.encode("utf-8", "replace")))
+                async with asyncio.timeout(SPILL_TIMEOUT_S):
+                    ref = await self.store.save(spill_key(tool), text)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 - any store failure degrades to spill_error
+                log.warning("spill to %s failed: %s", self.store.describe(), e)
+                message = str(e) or type(e).__name__
+                if isinstance(e, TimeoutError):
+                    message = f"the spill store did not answer within {SPILL_TIMEOUT_S:.0f} s"
+                error = f"{type(e).__name__}: {message}"[:500]
+                span.set_status(Status(StatusCode.ERROR, error))
+            span.set_attribute("fs_search.spill.success", ref is not None)
+        note = render.SpillNote(
+            locator=ref.locator if ref else None, hint=ref.hint if ref else None, error=error
+        )
+        return ref, error, note
+
+    async def ready_for(self, estimate: int, threshold: int) -> None:
+        """Fail once, clearly, when a large result would need a store that is down.
+
+        A result over the payload threshold crosses Temporal through external storage; if
+        that store is unreachable the SDK's upload would fail after the activity returned,
+        and the call would be retried for nothing.
+        """
+        if estimate < threshold:
+            return
+        try:
+            async with asyncio.timeout(SPILL_TIMEOUT_S):
+                await self.store.check()
+        except Exception as e:  # noqa: BLE001
+            raise SearchError(
+                ErrorCode.SEARCH_FAILED,
+                f"the result (about {estimate} bytes) is too large to return inline and the "
+                f"payload store {self.store.describe()} is unavailable ({type(e).__name__}: {e}); "
+                "retry later, or search with spill enabled",
+            ) from e
