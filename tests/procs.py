@@ -103,6 +103,18 @@ def rg_processes(cwd_under: Path | None = None) -> list[psutil.Process]:
     return found
 
 
+def all_gone(procs: list[psutil.Process]) -> bool:
+    """Whether none of these processes is alive (zombies count as gone)."""
+
+    def alive(p: psutil.Process) -> bool:
+        try:
+            return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+    return not any(alive(p) for p in procs)
+
+
 def _descends_from(p: psutil.Process, ancestor: int) -> bool:
     try:
         return any(parent.pid == ancestor for parent in p.parents())

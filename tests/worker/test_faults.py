@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import time
 import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from temporalio.worker import Worker
 
 from fs_search.activities.models import ErrorCode
 from tests.conftest import start_s3
 from tests.helpers import sparse_file, write_tree
-from tests.procs import WorkerProcess, wait_until
+from tests.procs import WorkerProcess, all_gone, wait_until
 from tests.workflows_under_test import Calls, CallsWorkflow, Options
 
 MATCHES = 300
@@ -46,32 +50,47 @@ def _wait_for_rg(worker: WorkerProcess, timeout: float = 20.0):
     return worker.rg_processes()
 
 
-async def test_killed_worker_search_is_retried_on_restarted_worker(dev_env, tmp_path):
-    """SIGKILL mid-search: rg dies within its budget, the call is retried on a restarted worker
-    on the same queue, and the caller gets the complete result with one spill artifact."""
+@dataclass
+class SlowCall:
+    """A running slow grep: its workspace, worker process, workflow handle and rg processes."""
+
+    ws: Path
+    workspace_id: str
+    env: dict[str, str]
+    worker: WorkerProcess
+    handle: Any
+    rg: list
+
+
+@contextlib.asynccontextmanager
+async def _slow_call(dev_env, tmp_path: Path, *, heartbeat_ms: int) -> AsyncIterator[SlowCall]:
+    """A worker process running a grep over `slow_file` (seconds long), started and in rg."""
     ws = tmp_path / "ws"
     slow_file(ws / "slow.bin")
-    wsid, queue = f"kill-{uuid.uuid4()}", f"wf-{uuid.uuid4()}"
+    wsid, queue = f"slow-{uuid.uuid4()}", f"wf-{uuid.uuid4()}"
     env = {"FS_SEARCH_SPILL_URL": f"file://{tmp_path}/spill"}
     first = WorkerProcess(ws, _address(dev_env), wsid, env=env)
     async with Worker(dev_env.client, task_queue=queue, workflows=[CallsWorkflow]):
         handle = await _start_call(
             dev_env,
             queue,
-            Options(workspace_id=wsid, heartbeat_ms=2000, timeout_ms=20_000),
+            Options(workspace_id=wsid, heartbeat_ms=heartbeat_ms, timeout_ms=20_000),
             ("grep", {"pattern": "needle", "path": "slow.bin"}),
         )
-        orphans = await asyncio.to_thread(_wait_for_rg, first)
-        first.kill()
+        rg = await asyncio.to_thread(_wait_for_rg, first)
+        yield SlowCall(ws, wsid, env, first, handle, rg)
+
+
+async def test_killed_worker_search_is_retried_on_restarted_worker(dev_env, tmp_path):
+    """SIGKILL mid-search: rg dies within its budget, the call is retried on a restarted worker
+    on the same queue, and the caller gets the complete result with one spill artifact."""
+    async with _slow_call(dev_env, tmp_path, heartbeat_ms=2000) as call:
+        call.worker.kill()
         # The orphan cannot outlive its budget (20 s + the 2 s backstop grace).
-        await asyncio.to_thread(
-            wait_until,
-            lambda: not any(p.is_running() and p.status() != "zombie" for p in orphans),
-            25,
-        )
-        second = WorkerProcess(ws, _address(dev_env), wsid, env=env)
+        await asyncio.to_thread(wait_until, lambda: all_gone(call.rg), 25)
+        second = WorkerProcess(call.ws, _address(dev_env), call.workspace_id, env=call.env)
         try:
-            [result] = await asyncio.wait_for(handle.result(), 90)
+            [result] = await asyncio.wait_for(call.handle.result(), 90)
         finally:
             second.terminate()
     assert not result.is_error, result.text
@@ -79,7 +98,7 @@ async def test_killed_worker_search_is_retried_on_restarted_worker(dev_env, tmp_
     artifacts = list((tmp_path / "spill").rglob("*.grep.txt"))
     assert len(artifacts) == 1 and str(artifacts[0]) == result.result.spill.locator
     assert artifacts[0].read_text().count("needle ") == MATCHES
-    history = await handle.fetch_history()
+    history = await call.handle.fetch_history()
     started = [e for e in history.events if e.HasField("activity_task_started_event_attributes")]
     assert started[-1].activity_task_started_event_attributes.attempt == 2
 
@@ -104,7 +123,7 @@ async def test_backstop_kills_orphaned_rg_at_its_budget(dev_env, tmp_path):
         worker.kill()
         await asyncio.to_thread(
             wait_until,
-            lambda: not any(p.is_running() and p.status() != "zombie" for p in orphans),
+            lambda: all_gone(orphans),
             15,
         )
         lifetime = time.time() - started
@@ -117,26 +136,14 @@ async def test_backstop_kills_orphaned_rg_at_its_budget(dev_env, tmp_path):
 async def test_graceful_shutdown_kills_rg_and_the_retry_succeeds(dev_env, tmp_path):
     """SIGTERM mid-search kills rg at once, reports a retryable worker shutdown, and the next
     worker on the queue completes the call."""
-    ws = tmp_path / "ws"
-    slow_file(ws / "slow.bin")
-    wsid, queue = f"term-{uuid.uuid4()}", f"wf-{uuid.uuid4()}"
-    env = {"FS_SEARCH_SPILL_URL": f"file://{tmp_path}/spill"}
-    first = WorkerProcess(ws, _address(dev_env), wsid, env=env)
-    async with Worker(dev_env.client, task_queue=queue, workflows=[CallsWorkflow]):
-        handle = await _start_call(
-            dev_env,
-            queue,
-            Options(workspace_id=wsid, heartbeat_ms=5000, timeout_ms=20_000),
-            ("grep", {"pattern": "needle", "path": "slow.bin"}),
-        )
-        groups = await asyncio.to_thread(_wait_for_rg, first)
+    async with _slow_call(dev_env, tmp_path, heartbeat_ms=5000) as call:
         stopped = time.monotonic()
-        assert await asyncio.to_thread(first.terminate, 15) == 0
+        assert await asyncio.to_thread(call.worker.terminate, 15) == 0
         assert time.monotonic() - stopped < 8
-        assert not any(p.is_running() and p.status() != "zombie" for p in groups)
+        assert all_gone(call.rg)
 
         async def last_failure_type() -> str | None:
-            desc = await handle.describe()
+            desc = await call.handle.describe()
             pending = desc.raw_description.pending_activities
             if pending and pending[0].HasField("last_failure"):
                 return pending[0].last_failure.application_failure_info.type
@@ -147,9 +154,9 @@ async def test_graceful_shutdown_kills_rg_and_the_retry_succeeds(dev_env, tmp_pa
                 break
             await asyncio.sleep(0.1)
         assert await last_failure_type() == "WorkerShutdown"
-        second = WorkerProcess(ws, _address(dev_env), wsid, env=env)
+        second = WorkerProcess(call.ws, _address(dev_env), call.workspace_id, env=call.env)
         try:
-            [result] = await asyncio.wait_for(handle.result(), 60)
+            [result] = await asyncio.wait_for(call.handle.result(), 60)
         finally:
             second.terminate()
     assert not result.is_error and result.result.total == MATCHES
@@ -263,6 +270,4 @@ async def test_helper_processes_die_with_a_killed_worker(dev_env, tmp_path):
         await asyncio.sleep(0.05)
     assert len(helpers) == 2
     worker.kill()
-    await asyncio.to_thread(
-        wait_until, lambda: not any(p.is_running() and p.status() != "zombie" for p in helpers), 10
-    )
+    await asyncio.to_thread(wait_until, lambda: all_gone(helpers), 10)
