@@ -95,12 +95,12 @@ def glob_text(
     """The text of a glob result: paths one per line, and a footer when over the cap."""
     if total == 0:
         return _with_partial(NO_FILES, partial)
-    body = "\n".join(_one_line(p) for p in shown)
+    body = "\n".join(one_line(p) for p in shown)
     omitted = total - len(shown)
     if omitted <= 0:
         return _with_partial(body, partial)
     if page.sampled:
-        where = "the search root" if root == "." else root
+        where = "the search root" if root == "." else one_line(root)
         footer = (
             f"(Showing {len(shown)} of {total} files, sampled across the top-level entries "
             f"of {where}: one file per entry per round, each entry's files oldest modified "
@@ -121,7 +121,10 @@ def glob_text(
 
 def glob_artifact(paths: Sequence[str]) -> str:
     """The spill artifact of a glob: every path, mtime-ordered, one per line."""
-    return "".join(_one_line(p) + "\n" for p in paths)
+    text = "".join([p + "\n" for p in paths])
+    if _breaks_only_at(text, len(paths)):
+        return text
+    return "".join([one_line(p) + "\n" for p in paths])
 
 
 # --- grep --------------------------------------------------------------------------
@@ -193,22 +196,34 @@ def grouped(lines: Sequence[Line]) -> str:
         if line.path != current:
             if current is not None:
                 out.append("")
-            out.append(f"{_one_line(line.path)}:")
+            out.append(f"{one_line(line.path)}:")
             current = line.path
         mark = f" {LINE_TRUNCATED}" if line.truncated else ""
-        out.append(f"  Line {line.line_number}: {line.text}{mark}")
+        out.append(f"  Line {line.line_number}: {one_line(line.text)}{mark}")
     return "\n".join(out)
 
 
 def grep_artifact(files: Sequence[tuple[str, FileLines]]) -> str:
     """The spill artifact of a grep: every match with its full line, grouped by file."""
+    out = _grep_artifact_lines(files, escape=False)
+    text = "\n".join(out) + "\n"
+    if _breaks_only_at(text, len(out)):
+        return text
+    return "\n".join(_grep_artifact_lines(files, escape=True)) + "\n"
+
+
+def _grep_artifact_lines(files: Sequence[tuple[str, FileLines]], *, escape: bool) -> list[str]:
     out: list[str] = []
     for path, lines in files:
         if out:
             out.append("")
-        out.append(f"{_one_line(path)}:")
-        out.extend([f"  Line {number}: {text}" for number, text in lines])
-    return "\n".join(out) + "\n"
+        if escape:
+            out.append(f"{one_line(path)}:")
+            out.extend([f"  Line {number}: {one_line(text)}" for number, text in lines])
+        else:
+            out.append(f"{path}:")
+            out.extend([f"  Line {number}: {text}" for number, text in lines])
+    return out
 
 
 # --- shared --------------------------------------------------------------------------
@@ -230,11 +245,43 @@ def _with_partial(text: str, partial: bool) -> str:
     return f"{text}\n\n{PARTIAL_NOTE}" if partial else text
 
 
-def _one_line(path: str) -> str:
-    """A path on one line: newlines in names are shown escaped."""
-    if "\n" in path or "\r" in path:
-        return path.replace("\r", "\\r").replace("\n", "\\n")
-    return path
+# Every character that some reader renders as a line break, as escape text: a path or a
+# preview can then never start a line of its own (and forge an entry or a footer).
+_LINE_BREAKS = str.maketrans(
+    {
+        "\n": "\\n",
+        "\r": "\\r",
+        "\v": "\\x0b",
+        "\f": "\\x0c",
+        "\x1c": "\\x1c",
+        "\x1d": "\\x1d",
+        "\x1e": "\\x1e",
+        "\x85": "\\x85",
+        "\u2028": "\\u2028",
+        "\u2029": "\\u2029",
+    }
+)
+
+
+_OTHER_BREAKS = "\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+
+
+def _breaks_only_at(text: str, newlines: int) -> bool:
+    """Whether ``text`` breaks lines only at its ``newlines`` separators (one C scan each).
+
+    Lets a large artifact skip escaping item by item when, as nearly always, nothing in it
+    needs escaping.
+    """
+    return text.count("\n") == newlines and not any(c in text for c in _OTHER_BREAKS)
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: each character that renders as a line break is shown escaped.
+
+    Applied to every path and preview in model-facing text and in spill artifacts, which
+    are therefore split by ``\\n`` alone. A backslash is left as it is.
+    """
+    return text.translate(_LINE_BREAKS)
 
 
 def read_spill_text(

@@ -1,0 +1,76 @@
+"""Line breaks cannot forge entries: every path and preview is one line, everywhere."""
+
+from __future__ import annotations
+
+import pytest
+
+from fs_search.activities import render
+from fs_search.activities.render import GlobPage, SpillNote
+
+# Each character some reader renders as a line break, and the escape text shown for it.
+BREAKS = {
+    "\n": "\\n",
+    "\r": "\\r",
+    "\v": "\\x0b",
+    "\f": "\\x0c",
+    "\x1c": "\\x1c",
+    "\x1d": "\\x1d",
+    "\x1e": "\\x1e",
+    "\x85": "\\x85",
+    "\u2028": "\\u2028",
+    "\u2029": "\\u2029",
+}
+ALL = "".join(BREAKS)
+
+
+@pytest.mark.parametrize("char", list(BREAKS))
+def test_one_line_escapes_each_break_and_leaves_the_rest(char):
+    """Each line-break character becomes escape text; backslashes and tabs stay as they are."""
+    assert render.one_line(f"a{char}b\\c\td") == f"a{BREAKS[char]}b\\c\td"
+    assert len(render.one_line(f"a{char}b").splitlines()) == 1
+
+
+def test_glob_text_and_artifact_keep_one_path_per_line():
+    """A glob page and its artifact hold exactly one line per path, whatever the names hold."""
+    paths = [f"x{c}y.txt" for c in BREAKS] + [f"{ALL}/forged.txt", "plain.txt"]
+    page = GlobPage(indices=list(range(3)), sampled=False)
+    note = SpillNote(locator="/spill/a.txt", hint="Read it.")
+    text = render.glob_text(paths[:3], page, total=len(paths), root=f"r{ALL}", spill=note)
+    body = text.split("\n\n", 1)[0]
+    assert body.splitlines() == ["x\\ny.txt", "x\\ry.txt", "x\\x0by.txt"]
+    assert len(text.splitlines()) == len(text.split("\n")) == 7
+    artifact = render.glob_artifact(paths)
+    assert artifact.count("\n") == len(artifact.splitlines()) == len(paths)
+    assert artifact.splitlines()[-2] == "".join(BREAKS.values()) + "/forged.txt"
+
+
+def test_glob_text_sampled_footer_escapes_the_root():
+    """The root named in the sampled footer is one line too."""
+    page = GlobPage(indices=[0, 1], sampled=True, groups_reached=2, groups_total=3)
+    text = render.glob_text(["a/1", "b/1"], page, total=9, root=f"src{ALL}", spill=None)
+    assert len(text.splitlines()) == len(text.split("\n")) == 4
+
+
+def test_grep_text_and_artifact_escape_paths_and_previews():
+    """Matched lines and file names carrying breaks neither add lines nor fake a `Line N:`."""
+    forged = f"x{ALL}  Line 99: forged"
+    files = [(f"a{ALL}b.py", [(1, forged), (2, "ok")]), ("c.py", [(3, f"\u2028{ALL}")])]
+    page = render.grep_page(files, cap=2, max_line_bytes=10_000)
+    text = render.grep_text(page, total=3, files=2, spill=SpillNote(locator="L", hint="H"))
+    lines = text.split("\n")
+    assert text.splitlines() == lines
+    assert lines[:3] == [
+        "a" + "".join(BREAKS.values()) + "b.py:",
+        "  Line 1: x" + "".join(BREAKS.values()) + "  Line 99: forged",
+        "  Line 2: ok",
+    ]
+    artifact = render.grep_artifact(files)
+    # path, 2 lines, blank, path, 1 line
+    assert artifact.count("\n") == len(artifact.splitlines()) == 6
+    assert artifact.splitlines()[5] == "  Line 3: \\u2028" + "".join(BREAKS.values())
+
+
+def test_clean_artifacts_are_unchanged():
+    """Names and lines without breaks render exactly as before (backslashes kept)."""
+    assert render.glob_artifact(["a\\b", "c"]) == "a\\b\nc\n"
+    assert render.grep_artifact([("a\\b", [(1, "x\\ny")])]) == "a\\b:\n  Line 1: x\\ny\n"
