@@ -99,7 +99,9 @@ def check_page_args(offset: int, limit: int) -> int:
 
 def page_of(text: str, *, locator: str, offset: int, limit: int) -> ReadSpillResult:
     """Lines ``offset`` .. ``offset+limit`` of an artifact, at most MAX_PAGE_BYTES of text."""
-    lines = text.splitlines()
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the artifact's last newline ends its last line
     total = len(lines)
     out: list[str] = []
     size = 0
@@ -125,6 +127,11 @@ def page_of(text: str, *, locator: str, offset: int, limit: int) -> ReadSpillRes
         next_offset=index if index < total else None,
         total_lines=total,
     )
+
+
+def line_count(text: str) -> int:
+    """The lines of an artifact as read_spill counts them: split by ``\\n`` alone."""
+    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
 
 
 def default_spill_dir() -> Path:
@@ -160,7 +167,7 @@ class FileSpillStore:
         """See SpillStore."""
         target = self.directory / key.relpath()
         await asyncio.to_thread(_write_atomically, target, text)
-        lines = text.count("\n")
+        lines = line_count(text)
         return SpillRef(
             locator=str(target),
             hint=(

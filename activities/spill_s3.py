@@ -13,7 +13,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from fs_search.activities.errors import SearchError, invalid_argument
 from fs_search.activities.models import ErrorCode, ReadSpillResult, SpillRef
-from fs_search.activities.spill import SpillKey, check_page_args, page_of
+from fs_search.activities.spill import SpillKey, check_page_args, line_count, page_of
 
 # Fail fast when the endpoint is down: a spill is best effort and must not hold a search.
 CLIENT_CONFIG = AioConfig(
@@ -123,7 +123,7 @@ class S3SpillStore:
         except (BotoCoreError, ClientError, OSError):
             await self.client.close()
             raise
-        lines = text.count("\n")
+        lines = line_count(text)
         locator = f"s3://{self.bucket}/{object_key}"
         return SpillRef(
             locator=locator,

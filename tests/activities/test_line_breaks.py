@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from temporalio.testing import ActivityEnvironment
 
 from fs_search.activities import render
+from fs_search.activities.models import GlobRequest, GrepRequest, ReadSpillRequest
 from fs_search.activities.render import GlobPage, SpillNote
+from tests.helpers import write_tree
 
 # Each character some reader renders as a line break, and the escape text shown for it.
 BREAKS = {
@@ -74,3 +79,57 @@ def test_clean_artifacts_are_unchanged():
     """Names and lines without breaks render exactly as before (backslashes kept)."""
     assert render.glob_artifact(["a\\b", "c"]) == "a\\b\nc\n"
     assert render.grep_artifact([("a\\b", [(1, "x\\ny")])]) == "a\\b:\n  Line 1: x\\ny\n"
+
+
+# --- end to end: real files, real rg, the real file store --------------------------
+
+
+def _hinted_lines(hint: str) -> int:
+    match = re.search(r"(\d+) lines;", hint)
+    assert match, hint
+    return int(match.group(1))
+
+
+async def _every_page(acts, locator: str, limit: int) -> tuple[list[str], int]:
+    lines: list[str] = []
+    offset: int | None = 0
+    total = -1
+    while offset is not None:
+        page = await ActivityEnvironment().run(
+            acts.read_spill, ReadSpillRequest(locator=locator, offset=offset, limit=limit)
+        )
+        assert page.text.split("\n") == page.text.splitlines()
+        lines += page.text.split("\n")
+        total, offset = page.total_lines, page.next_offset
+    return lines, total
+
+
+async def test_glob_names_with_breaks_page_by_line(tmp_path, make_activities):
+    """File names holding each break: one line each inline, in the artifact and read_spill."""
+    names = {f"d{i}/n{i}{c}x.txt": "" for i, c in enumerate(BREAKS)}
+    names["plain.txt"] = ""
+    ws = write_tree(tmp_path / "ws", names)
+    acts = await make_activities(ws, glob_max_results=3)
+    r = await ActivityEnvironment().run(acts.glob, GlobRequest(pattern="**/*.txt"))
+    assert r.total == len(names) and r.spill is not None
+    # 3 paths, blank, footer, "Saved ... to:", hint
+    assert len(r.text.split("\n")) == len(r.text.splitlines()) == 7
+    lines, total = await _every_page(acts, r.spill.locator, limit=4)
+    assert total == len(lines) == len(names) == _hinted_lines(r.spill.hint)
+    assert sorted(lines) == sorted(render.one_line(name) for name in names)
+
+
+async def test_grep_lines_with_breaks_page_by_line(tmp_path, make_activities):
+    """Matched lines holding each break stay one line; read_spill's count matches the hint."""
+    body = "".join(f"needle {i}{c}  Line 99: forged\n" for i, c in enumerate(BREAKS) if c != "\n")
+    ws = write_tree(tmp_path / "ws", {f"a{ALL[1:]}.txt": body, "b.txt": "needle\n"})
+    acts = await make_activities(ws, grep_max_matches=2)
+    r = await ActivityEnvironment().run(acts.grep, GrepRequest(pattern="needle"))
+    assert r.total == len(BREAKS) and r.spill is not None
+    # path, 2 matches, blank, footer, "Saved ... to:", hint
+    assert len(r.text.split("\n")) == len(r.text.splitlines()) == 7
+    assert sum(" Line 99: forged" in line for line in r.text.split("\n")) == 2
+    lines, total = await _every_page(acts, r.spill.locator, limit=3)
+    # path, 9 matches, blank, path, 1 match
+    assert total == len(lines) == 13 == _hinted_lines(r.spill.hint)
+    assert [line.startswith("  Line ") for line in lines].count(True) == len(BREAKS)

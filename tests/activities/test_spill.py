@@ -82,3 +82,23 @@ async def test_missing_artifact_is_search_failed(tmp_path):
     with pytest.raises(SearchError) as info:
         await store.read(str(tmp_path / "spill/wf/run/9.grep.txt"), offset=0, limit=5)
     assert info.value.code == "SEARCH_FAILED" and "expired" in info.value.message
+
+
+def test_page_of_splits_by_newline_alone():
+    """Only `\\n` ends a line: other break characters stay inside the line."""
+    others = "\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+    text = f"a{others}b\nc\r\nd"
+    page = page_of(text, locator="L", offset=0, limit=10)
+    assert page.text.split("\n") == [f"a{others}b", "c\r", "d"] and page.total_lines == 3
+    assert page_of(text, locator="L", offset=1, limit=1).text == "c\r"
+    assert page_of("", locator="L", offset=0, limit=5).total_lines == 0
+
+
+async def test_file_store_total_lines_agrees_with_the_hint(tmp_path):
+    """read_spill's total_lines is the count the save hint gave, whatever the text holds."""
+    store = FileSpillStore(tmp_path / "spill")
+    text = "".join(f"l{i}\u2028x\x85y\r\n" for i in range(5)) + "tail"
+    ref = await store.save(SpillKey("wf", "run", "1", "grep"), text)
+    page = await store.read(ref.locator, offset=0, limit=100)
+    assert page.total_lines == 6 and f"({page.total_lines} lines;" in ref.hint
+    assert page.text.split("\n")[-1] == "tail"
