@@ -13,15 +13,11 @@ from typing import Protocol
 from urllib.parse import unquote, urlparse
 
 from fs_search.activities.errors import SearchError, invalid_argument
-from fs_search.activities.models import (
-    MAX_READ_SPILL_LINES,
-    ErrorCode,
-    ReadSpillResult,
-    SpillRef,
-)
+from fs_search.activities.models import ErrorCode, ReadSpillResult, SpillRef
+from fs_search.activities.paging import Pager, check_page_args, line_count
 
-# A page of read_spill never carries more than this much text, whatever the limit.
-MAX_PAGE_BYTES = 256 * 1024
+# read_spill reads a file artifact in blocks of this size: memory is the page, not the file.
+READ_BLOCK_BYTES = 256 * 1024
 _SAFE = frozenset(string.ascii_letters + string.digits + "-_")
 
 
@@ -88,52 +84,6 @@ class SpillStore(Protocol):
         ...
 
 
-def check_page_args(offset: int, limit: int) -> int:
-    """Validate a page request; returns the effective limit."""
-    if offset < 0:
-        raise invalid_argument(f"offset must be >= 0 (got {offset})")
-    if limit < 1:
-        raise invalid_argument(f"limit must be >= 1 (got {limit})")
-    return min(limit, MAX_READ_SPILL_LINES)
-
-
-def page_of(text: str, *, locator: str, offset: int, limit: int) -> ReadSpillResult:
-    """Lines ``offset`` .. ``offset+limit`` of an artifact, at most MAX_PAGE_BYTES of text."""
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()  # the artifact's last newline ends its last line
-    total = len(lines)
-    out: list[str] = []
-    size = 0
-    index = offset
-    while index < total and len(out) < limit:
-        line = lines[index]
-        room = MAX_PAGE_BYTES - size
-        encoded = len(line.encode("utf-8", "surrogatepass")) + 1
-        if encoded > room:
-            if out:
-                break
-            line = (
-                line.encode("utf-8", "surrogatepass")[: max(room - 20, 0)].decode("utf-8", "ignore")
-                + " (line truncated)"
-            )
-        out.append(line)
-        size += encoded
-        index += 1
-    return ReadSpillResult(
-        locator=locator,
-        text="\n".join(out),
-        offset=offset,
-        next_offset=index if index < total else None,
-        total_lines=total,
-    )
-
-
-def line_count(text: str) -> int:
-    """The lines of an artifact as read_spill counts them: split by ``\\n`` alone."""
-    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
-
-
 def default_spill_dir() -> Path:
     """The per-user cache directory used when FS_SEARCH_SPILL_URL is unset."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -181,7 +131,7 @@ class FileSpillStore:
         limit = check_page_args(offset, limit)
         path = self._confine(locator)
         try:
-            text = await asyncio.to_thread(path.read_text, "utf-8", "replace")
+            return await asyncio.to_thread(_read_page, path, locator, offset, limit)
         except FileNotFoundError:
             raise SearchError(
                 ErrorCode.SEARCH_FAILED,
@@ -191,7 +141,6 @@ class FileSpillStore:
             raise SearchError(
                 ErrorCode.SEARCH_FAILED, f"spill artifact {locator!r} cannot be read: {e}"
             ) from None
-        return page_of(text, locator=locator, offset=offset, limit=limit)
 
     def _confine(self, locator: str) -> Path:
         raw = unquote(urlparse(locator).path) if locator.startswith("file://") else locator
@@ -238,6 +187,14 @@ class FileSpillStore:
                 except OSError:
                     pass
         return removed
+
+
+def _read_page(path: Path, locator: str, offset: int, limit: int) -> ReadSpillResult:
+    pager = Pager(offset=offset, limit=limit)
+    with open(path, "rb", buffering=0) as f:
+        while block := f.read(READ_BLOCK_BYTES):
+            pager.feed(block)
+    return pager.result(locator)
 
 
 def _write_atomically(target: Path, text: str) -> None:

@@ -13,7 +13,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from fs_search.activities.errors import SearchError, invalid_argument
 from fs_search.activities.models import ErrorCode, ReadSpillResult, SpillRef
-from fs_search.activities.spill import SpillKey, check_page_args, line_count, page_of
+from fs_search.activities.paging import Pager, check_page_args, line_count
+from fs_search.activities.spill import READ_BLOCK_BYTES, SpillKey
 
 # Fail fast when the endpoint is down: a spill is best effort and must not hold a search.
 CLIENT_CONFIG = AioConfig(
@@ -160,8 +161,11 @@ class S3SpillStore:
         try:
             s3 = await self.client.get()
             response = await s3.get_object(Bucket=self.bucket, Key=key)
+            pager = Pager(offset=offset, limit=limit)
             async with response["Body"] as body:
-                data = await body.read()
+                # Streamed: memory is the page, not the object.
+                while block := await body.read(READ_BLOCK_BYTES):
+                    pager.feed(block)
         except ClientError as e:
             code = e.response.get("Error", {}).get("Code")
             if code in ("NoSuchKey", "404"):
@@ -177,8 +181,7 @@ class S3SpillStore:
             raise SearchError(
                 ErrorCode.SEARCH_FAILED, f"the spill store cannot be reached right now: {e}"
             ) from None
-        text = data.decode("utf-8", "replace")
-        return page_of(text, locator=locator, offset=offset, limit=limit)
+        return pager.result(locator)
 
     async def check(self) -> None:
         """See SpillStore."""

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
+import random
 import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
 
 from fs_search.activities.errors import SearchError
-from fs_search.activities.spill import MAX_PAGE_BYTES, FileSpillStore, SpillKey, page_of
+from fs_search.activities.paging import MAX_PAGE_BYTES, Pager, page_of
+from fs_search.activities.spill import FileSpillStore, SpillKey
 
 
 def test_keys_are_deterministic_and_percent_encoded():
@@ -102,3 +105,65 @@ async def test_file_store_total_lines_agrees_with_the_hint(tmp_path):
     page = await store.read(ref.locator, offset=0, limit=100)
     assert page.total_lines == 6 and f"({page.total_lines} lines;" in ref.hint
     assert page.text.split("\n")[-1] == "tail"
+
+
+def _reference_page(text: str, offset: int, limit: int) -> tuple[str, int | None, int]:
+    """The whole-text paging read_spill is defined by (lines split by newline alone)."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    out, size, index = [], 0, offset
+    while index < len(lines) and len(out) < limit:
+        line = lines[index]
+        encoded = len(line.encode()) + 1
+        if encoded > MAX_PAGE_BYTES - size:
+            if out:
+                break
+            cut = line.encode()[: max(MAX_PAGE_BYTES - size - 20, 0)].decode("utf-8", "ignore")
+            line = cut + " (line truncated)"
+        out.append(line)
+        size += encoded
+        index += 1
+    return "\n".join(out), (index if index < len(lines) else None), len(lines)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_pager_fed_in_any_blocks_matches_whole_text_paging(seed):
+    """Fed in blocks of any size, the streaming pager gives the page of the whole text."""
+    rng = random.Random(seed)
+    sizes = [0, 1, 5, 40, MAX_PAGE_BYTES // 3, MAX_PAGE_BYTES + 7]
+    text = "".join(
+        rng.choice(["", "é", "日本", "x" * rng.choice(sizes)]) + rng.choice(["\n", "\n", ""])
+        for _ in range(rng.randint(0, 30))
+    )
+    raw = text.encode()
+    offset, limit = rng.randint(0, 12), rng.randint(1, 8)
+    for block in (1, 3, 4096, len(raw) or 1):
+        pager = Pager(offset=offset, limit=limit)
+        for start in range(0, len(raw), block):
+            pager.feed(raw[start : start + block])
+        got = pager.result("L")
+        assert (got.text, got.next_offset, got.total_lines) == _reference_page(text, offset, limit)
+
+
+@pytest.mark.parametrize("offset", [0, 400_000, 899_990])
+async def test_reading_a_page_of_a_large_artifact_holds_only_the_page(tmp_path, offset):
+    """A page of a 50 MB artifact: memory stays far below the artifact's size."""
+    store = FileSpillStore(tmp_path / "spill")
+    key = SpillKey("wf", "run", "1", "grep")
+    line = "  Line 1: " + "x" * 45 + "\n"  # 56 bytes
+    count = 50 * 1024 * 1024 // len(line)
+    target = tmp_path / "spill" / key.relpath()
+    target.parent.mkdir(parents=True)
+    with open(target, "w") as f:
+        for _ in range(count // 1000):
+            f.write(line * 1000)
+    tracemalloc.start()
+    try:
+        page = await store.read(str(target), offset=offset, limit=2000)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert page.total_lines == count // 1000 * 1000 and target.stat().st_size > 50_000_000
+    assert page.text.split("\n") == [line[:-1]] * min(2000, page.total_lines - offset)
+    assert peak < 5 * 1024 * 1024, peak
