@@ -65,13 +65,26 @@ class GrepStream:
         self.files: dict[str, FileLines] = {}
         self.total = 0
         self.complete = False
-        self._tail = b""
+        # The unfinished last line, as the pieces it arrived in: joined once, when its
+        # newline comes, so a line spread over many chunks costs its length, not n².
+        self._tail: list[bytes] = []
 
     def feed(self, chunk: bytes) -> None:
-        """Consume a chunk of stdout."""
-        data = self._tail + chunk if self._tail else chunk
+        """Consume a chunk of stdout (linear in its size, however long the lines)."""
+        if b"\n" not in chunk:
+            if chunk:
+                self._tail.append(chunk)
+            return
+        if self._tail:
+            self._tail.append(chunk)
+            data = b"".join(self._tail)
+            self._tail = []
+        else:
+            data = chunk
         lines = data.split(b"\n")
-        self._tail = lines.pop()
+        rest = lines.pop()
+        if rest:
+            self._tail.append(rest)
         files = self.files
         for line in lines:
             if not line.startswith(_MATCH_PREFIX):
@@ -111,8 +124,7 @@ class GrepStream:
     def finish(self) -> None:
         """Consume what is left of the stream."""
         if self._tail:
-            tail, self._tail = self._tail, b""
-            self.feed(tail + b"\n")
+            self.feed(b"\n")
 
     def by_path(self) -> list[tuple[str, FileLines]]:
         """Every file's matches, files ordered by path (component-wise), lines by number."""
@@ -124,13 +136,17 @@ class GrepStream:
 
 def ends_with_summary(chunks: list[bytes]) -> bool:
     """Whether ``rg --json`` output ends with its closing summary message (rg finished)."""
-    tail = b""
+    parts: list[bytes] = []  # the last non-empty line's pieces, last first
     for chunk in reversed(chunks):
-        tail = chunk + tail
-        if b"\n" in tail.rstrip(b"\n"):
+        if not parts:
+            chunk = chunk.rstrip(b"\n")
+            if not chunk:
+                continue
+        start = chunk.rfind(b"\n")
+        parts.append(chunk[start + 1 :])
+        if start >= 0:
             break
-    last = tail.rstrip(b"\n").rsplit(b"\n", 1)[-1]
-    return _SUMMARY_MARK in last
+    return _SUMMARY_MARK in b"".join(reversed(parts))
 
 
 def parse_chunks(chunks: list[bytes]) -> GrepStream:

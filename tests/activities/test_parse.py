@@ -122,3 +122,81 @@ def test_strip_eol(raw, stripped):
 def test_ends_with_summary(chunks, complete):
     """A stream is complete only when its last message is rg's summary."""
     assert parse.ends_with_summary(chunks) is complete
+
+
+# --- linear cost ------------------------------------------------------------------------
+# One line of many megabytes arriving in many small chunks must cost its length, not
+# chunks²: re-copying the unfinished line on every chunk (``tail + chunk``) makes the
+# parse below copy ~390 GB (minutes, caught by the timeout) where a linear one takes well
+# under a second. No wall time is asserted; the timeout only catches the quadratic case.
+
+HUGE = 19 * 1024 * 1024
+SMALL_CHUNK = 512  # 19 MiB / 512 B = 38,912 chunks
+
+
+def _pieces(data: bytes, size: int) -> list[bytes]:
+    return [data[i : i + size] for i in range(0, len(data), size)]
+
+
+@pytest.mark.timeout(60)
+def test_one_huge_line_in_many_chunks_parses_in_linear_time():
+    """A 19 MiB match line fed in 512-byte chunks parses as cheaply as short lines."""
+    text = "x" * HUGE
+    data = _match({"text": "big.txt"}, {"text": text + "\n"}, 1) + SUMMARY
+    stream = parse.parse_chunks(_pieces(data, SMALL_CHUNK))
+    assert stream.complete and stream.total == 1
+    [(path, [(number, line)])] = stream.by_path()
+    assert (path, number, len(line)) == ("big.txt", 1, HUGE)
+
+
+@pytest.mark.timeout(60)
+def test_unfinished_huge_line_is_finished_once():
+    """A 19 MiB last line without its newline (rg cut off) is parsed once at finish()."""
+    data = _match({"text": "big.txt"}, {"text": "y" * HUGE}, 4).rstrip(b"\n")
+    stream = parse.GrepStream()
+    for piece in _pieces(data, SMALL_CHUNK):
+        stream.feed(piece)
+    assert stream.total == 0
+    stream.finish()
+    assert stream.total == 1 and not stream.complete
+
+
+@pytest.mark.timeout(60)
+def test_ends_with_summary_is_linear_over_a_huge_last_line():
+    """Looking for the summary behind a 19 MiB last line (no summary) reads it once."""
+    chunks = _pieces(BEGIN + b"z" * HUGE, SMALL_CHUNK)
+    assert parse.ends_with_summary(chunks) is False
+    assert parse.ends_with_summary([*chunks, b"\n", *_pieces(SUMMARY, 7), b"\n"]) is True
+
+
+@pytest.mark.parametrize("size", [1, 3, 64, 4096])
+def test_chunking_never_changes_the_parse(size):
+    """However the output is cut, the result is the same as parsing it whole."""
+    data = (
+        BEGIN
+        + _match({"text": "a.py"}, {"text": "one\n"}, 1)
+        + _match({"text": "a.py"}, {"text": "two\r\n"}, 2)
+        + b"\n"
+        + _match({"text": "b/c.py"}, {"text": "three"}, 3)
+        + SUMMARY
+    )
+    whole = parse.parse_grep(data)
+    cut = parse.parse_chunks(_pieces(data, size))
+    assert (
+        cut.by_path()
+        == whole.by_path()
+        == [
+            ("a.py", [(1, "one"), (2, "two")]),
+            ("b/c.py", [(3, "three")]),
+        ]
+    )
+    assert cut.complete and cut.total == 3
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [[BEGIN, b"\n", b"\n", SUMMARY[:5], SUMMARY[5:-1], b"\n", b"\n\n"], [b"\n\n"], [b""]],
+)
+def test_ends_with_summary_skips_trailing_newlines_across_chunks(chunks):
+    """Trailing blank lines, even in chunks of their own, do not hide the last message."""
+    assert parse.ends_with_summary(chunks) is (SUMMARY in b"".join(chunks))
