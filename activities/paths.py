@@ -7,6 +7,7 @@ import posixpath
 import stat
 from dataclasses import dataclass
 
+from fs_search.activities.command import VCS_DIRS
 from fs_search.activities.errors import SearchError, invalid_argument
 from fs_search.activities.models import ErrorCode
 
@@ -53,11 +54,84 @@ def join_display(prefix: str, rel: str) -> str:
     return prefix + rel if prefix.endswith("/") else f"{prefix}/{rel}"
 
 
+# The kernel's own limit on symlinks followed in one lookup (Linux MAXSYMLINKS).
+_MAX_SYMLINKS = 40
+
+
+class Unresolvable(Exception):
+    """A path that cannot be resolved strictly (a loop, a non-directory in the middle, ...)."""
+
+
+class Missing(Exception):
+    """A component does not exist; ``lexical`` is where the rest of the path points as text."""
+
+    def __init__(self, lexical: str) -> None:
+        super().__init__(lexical)
+        self.lexical = lexical
+
+
+def resolve_strict(base: str, path: str) -> str:
+    """The physical path ``path`` names from the physical directory ``base``.
+
+    Every symlink is followed one component at a time, as the kernel would, so a ``..``
+    after a symlink climbs from where the link led. Unlike Python 3.11's non-strict
+    ``os.path.realpath``, nothing is ever normalised as text after a failed lookup.
+
+    Raises:
+        Unresolvable: a loop, too many links, a non-directory before the last component,
+            a component that cannot be examined (permission), a NUL or an over-long name.
+        Missing: a component does not exist.
+    """
+    if "\x00" in path:
+        raise Unresolvable("it contains a NUL character")
+    current = "/" if path.startswith("/") else base
+    pending = [c for c in reversed(path.split("/")) if c]
+    hops = 0
+    while pending:
+        part = pending.pop()
+        if part == ".":
+            continue
+        if part == "..":
+            current = os.path.dirname(current)
+            continue
+        candidate = os.path.join(current, part)
+        try:
+            st = os.lstat(candidate)
+        except FileNotFoundError:
+            rest = [candidate, *reversed(pending)]
+            raise Missing(posixpath.normpath(posixpath.join(*rest))) from None
+        except NotADirectoryError:
+            raise Unresolvable("a component before the last is not a directory") from None
+        except OSError as e:
+            raise Unresolvable(e.strerror or type(e).__name__) from None
+        if stat.S_ISLNK(st.st_mode):
+            hops += 1
+            if hops > _MAX_SYMLINKS:
+                raise Unresolvable("it has a symlink loop or too many symlinks")
+            try:
+                link = os.readlink(candidate)
+            except OSError as e:
+                raise Unresolvable(e.strerror or type(e).__name__) from None
+            if link.startswith("/"):
+                current = "/"
+            pending.extend(c for c in reversed(link.split("/")) if c)
+            continue
+        if pending and not stat.S_ISDIR(st.st_mode):
+            raise Unresolvable("a component before the last is not a directory")
+        current = candidate
+    return current
+
+
 class Workspace:
     """The directory tree a worker owns; nothing outside it is ever searched."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
-        real = os.path.realpath(root)
+        try:
+            real = os.path.realpath(root, strict=True)
+        except OSError:
+            raise ValueError(
+                f"workspace {str(root)!r} does not exist or cannot be resolved"
+            ) from None
         if not os.path.isdir(real):
             raise ValueError(f"workspace {str(root)!r} is not a directory")
         self.root = real
@@ -68,27 +142,33 @@ class Workspace:
             return real_path.startswith("/")
         return real_path == self.root or real_path.startswith(self.root + os.sep)
 
+    def relative(self, real_path: str) -> str:
+        """A resolved path inside the workspace, relative to its root ('.' for the root)."""
+        return os.path.relpath(real_path, self.root)
+
     def resolve_cwd(self, cwd: str | None) -> str:
         """The real directory a request's ``cwd`` names (default: the workspace root)."""
         if cwd is None or cwd == "":
             return self.root
-        real = self._real(os.path.join(self.root, cwd), "cwd", cwd)
-        if not os.path.isdir(real):
+        real = self._real(self.root, cwd, "cwd")
+        if real is None or not os.path.isdir(real):
             raise invalid_argument(f"cwd {cwd!r} does not exist or is not a directory")
         return real
 
     def target(self, *, cwd: str | None, path: str | None, tool: str) -> SearchTarget:
         """Resolve ``path`` against ``cwd`` for ``tool`` ("glob" or "grep").
 
-        Precedence follows the contract: argument errors (outside the workspace, glob on a
-        file) before existence errors (SEARCH_FAILED).
+        Precedence follows the contract: argument errors (outside the workspace, VCS
+        metadata, glob on a file) before existence errors (SEARCH_FAILED).
         """
         run_cwd = self.resolve_cwd(cwd)
         if not path:
             return SearchTarget(run_dir=run_cwd, file_arg=None, prefix="", root=".")
-        real = self._real(os.path.join(run_cwd, path), "path", path)
+        real = self._real(run_cwd, path, "path")
+        if real is None:
+            raise SearchError(ErrorCode.SEARCH_FAILED, f"path {path!r} does not exist")
         prefix = normalise_display(path)
-        if os.path.realpath(os.path.join(run_cwd, prefix or ".")) != real:
+        if self._quiet(run_cwd, prefix or ".") != real:
             # A symlink before a "..": the lexical form names another place, so paths are
             # shown under the path exactly as given, which the filesystem resolves right.
             prefix = path.rstrip("/") or path
@@ -118,13 +198,34 @@ class Workspace:
         run_dir, name = os.path.split(real)
         return SearchTarget(run_dir=run_dir, file_arg=name, prefix=prefix, root=prefix)
 
-    def _real(self, joined: str, field: str, given: str) -> str:
+    def _real(self, base: str, given: str, field: str) -> str | None:
+        """``given`` resolved strictly from ``base``; None when it does not exist.
+
+        Raises:
+            SearchError: INVALID_ARGUMENT when it cannot be resolved, lies outside the
+                workspace or names VCS metadata.
+        """
+        if any(part in VCS_DIRS for part in given.split("/")):
+            raise invalid_argument(f"{field} {given!r} names VCS metadata, which is never searched")
         try:
-            real = os.path.realpath(joined)
-        except (OSError, ValueError) as e:
+            real: str | None = resolve_strict(base, given)
+            lexical = real
+        except Unresolvable as e:
             raise invalid_argument(f"{field} {given!r} cannot be resolved: {e}") from None
-        if not self.contains(real):
+        except Missing as e:
+            real, lexical = None, e.lexical
+        assert lexical is not None
+        if not self.contains(lexical):
             raise invalid_argument(
                 f"{field} {given!r} is outside the workspace (symlinks are followed)"
             )
+        if any(part in VCS_DIRS for part in self.relative(lexical).split(os.sep)):
+            raise invalid_argument(f"{field} {given!r} names VCS metadata, which is never searched")
         return real
+
+    @staticmethod
+    def _quiet(base: str, path: str) -> str | None:
+        try:
+            return resolve_strict(base, path)
+        except (Unresolvable, Missing):
+            return None
