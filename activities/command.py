@@ -68,13 +68,18 @@ def for_grep(
     include: str | None = None,
     file_arg: str | None = None,
     threads: int | None = None,
+    ignore_files: bool = True,
 ) -> list[str]:
     """rg's argv for a grep call.
 
     The pattern follows ``-e`` so a leading ``-`` is searched literally; a file target is
-    named after ``--`` so its name is never read as a flag.
+    named after ``--`` so its name is never read as a flag. Ignore files above the search
+    root are never consulted (``--no-ignore-parent``); ``ignore_files=False`` drops the
+    rest too (the fallback when one of them made rg run out of memory).
     """
-    argv = [rg, *_ISOLATION, "--json", "--hidden"]
+    argv = [rg, *_ISOLATION, "--json", "--hidden", "--no-ignore-parent"]
+    if not ignore_files:
+        argv.append("--no-ignore")
     if threads is not None:
         argv.append(f"--threads={threads}")
     if include:

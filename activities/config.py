@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -43,6 +43,11 @@ class FsSearchConfig(BaseModel):
     # Helper processes that parse large rg outputs so concurrent searches use every core
     # (None: one per core up to 4, none on a single core; 0: parse in a thread).
     parse_processes: int | None = Field(None, ge=0)
+    # Kernel confinement of rg (SPEC section 6): auto = Landlock where the kernel has it,
+    # required = refuse to start without it, off = path checks and limits only.
+    sandbox: Literal["auto", "required", "off"] = "auto"
+    # rg's address-space limit: a planted huge or endless ignore file cannot exhaust the host.
+    rg_memory_mb: int = Field(1024, ge=64)
 
     @classmethod
     def env_name(cls, key: str) -> str:

@@ -49,23 +49,33 @@ def invalid_argument(message: str) -> SearchError:
 
 
 def is_invalid_pattern(stderr: str) -> bool:
-    """Whether rg's stderr says it rejected the regex or the glob."""
+    """Whether rg's stderr says it rejected a regex or a glob.
+
+    Only trusted for a run that saw nothing but the request (see ``PatternSuspect``): an
+    ignore file in a tree makes rg say "error parsing glob" too.
+    """
     return any(marker in stderr for marker in _INVALID_PATTERN_MARKERS)
 
 
 def pattern_error_message(stderr: str) -> str:
-    """A compact rendition of rg's complaint about a pattern."""
-    text = "\n".join(line.removeprefix("rg: ") for line in stderr.strip().splitlines())
+    """A compact rendition of rg's complaint about the model's own pattern."""
+    text = "\n".join(line.removeprefix("rg: ") for line in stderr.strip().splitlines()[:20])
     return f"invalid pattern: {text}" if text else "invalid pattern"
+
+
+class PatternSuspect(Exception):
+    """rg stopped before searching and said something about a pattern: confirm it with a
+    run that sees only the request (no tree, so no ignore file can speak) before quoting."""
 
 
 # "rg: <path>: <reason> (os error N)": an I/O error about one path while walking.
 _IO_ERROR = re.compile(r"^rg: (?P<path>.+): .+ \(os error \d+\)$")
-# rg's note (exit 2) when filters left nothing to search: an empty result, not a failure.
-_NOTHING_SEARCHED = (
-    "No files were searched, which means ripgrep probably applied a filter",
-    "Running with --debug will show why files are being skipped.",
+# rg's complaints about an ignore file it could not parse: the search goes on without it.
+_IGNORE_FILE_ERROR = re.compile(
+    r": line \d+: error parsing glob |^rg: No files were searched|^Running with --debug"
 )
+# SIGABRT: rg aborts when an allocation fails under its address-space limit.
+_ABORT = 6
 
 
 def rg_outcome(
@@ -76,38 +86,37 @@ def rg_outcome(
     complete: bool,
     file_arg: str | None = None,
 ) -> bool:
-    """Map rg's exit to the contract; returns ``partial``.
+    """Map rg's exit to the contract; returns ``partial``. Never quotes stderr.
 
-    0 (results) and 1 (nothing found) are results. 2 is a failure, except when the
-    output is complete and stderr holds only I/O errors about paths other than the
-    search target: an unreadable file deep in the tree does not fail the search.
+    0 (results) and 1 (nothing found) are results. 2 with a complete output is a result
+    too: rg searched everything it could. It is partial when rg said it could not read
+    some path other than the target; complaints about ignore files (planted, malformed,
+    unreadable) are not the model's concern and change nothing.
 
     Raises:
-        SearchError: SEARCH_INVALID_PATTERN when rg rejected the pattern or glob,
-            SEARCH_FAILED otherwise.
+        PatternSuspect: rg stopped before any output, complaining about a pattern.
+        SearchError: SEARCH_FAILED otherwise, in our own words (stderr goes to the log).
     """
     if returncode in (0, 1):
         return False
-    if returncode < 0:
-        raise SearchError(ErrorCode.SEARCH_FAILED, f"rg was killed by signal {-returncode}")
-    if returncode == 2:
-        # A rejected pattern stops rg before it searches anything.
-        if not produced_output and is_invalid_pattern(stderr):
-            raise SearchError(ErrorCode.SEARCH_INVALID_PATTERN, pattern_error_message(stderr))
-        said = [line for line in stderr.splitlines() if line.strip()]
-        lines = [line for line in said if not any(note in line for note in _NOTHING_SEARCHED)]
-        if complete and said and not lines:
-            return False
-        io_paths = [m.group("path") for m in map(_IO_ERROR.match, lines) if m]
-        if (
-            complete
-            and lines
-            and len(io_paths) == len(lines)
-            and all(p.removeprefix("./") not in (".", "", file_arg) for p in io_paths)
-        ):
-            return True
-    detail = stderr.strip().splitlines()[:5]
-    reason = "; ".join(line.removeprefix("rg: ") for line in detail) or "no error message"
-    if returncode > 128:
-        reason = f"killed by signal {returncode - 128}"
-    raise SearchError(ErrorCode.SEARCH_FAILED, f"rg failed [exit={returncode}]: {reason}")
+    if returncode in (-_ABORT, 128 + _ABORT):
+        raise SearchError(
+            ErrorCode.SEARCH_FAILED,
+            "rg ran out of memory under the worker's limit (FS_SEARCH_RG_MEMORY_MB); "
+            "narrow the path or include",
+        )
+    if returncode < 0 or returncode > 128:
+        signum = -returncode if returncode < 0 else returncode - 128
+        raise SearchError(ErrorCode.SEARCH_FAILED, f"rg was killed by signal {signum}")
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    if returncode == 2 and not produced_output and is_invalid_pattern(stderr):
+        raise PatternSuspect()
+    io_paths = [m.group("path").removeprefix("./") for m in map(_IO_ERROR.match, lines) if m]
+    if returncode == 2 and complete:
+        if any(p in (".", "", file_arg) for p in io_paths):
+            raise SearchError(ErrorCode.SEARCH_FAILED, "the path could not be read")
+        return any(not _IGNORE_FILE_ERROR.search(line) for line in lines)
+    raise SearchError(
+        ErrorCode.SEARCH_FAILED,
+        f"rg failed [exit={returncode}] before finishing the search; the worker log has details",
+    )

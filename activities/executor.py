@@ -14,13 +14,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from fs_search.activities.errors import SearchError
+from fs_search.activities.fifo_watch import unblock_fifo_opens
 from fs_search.activities.models import ErrorCode
+from fs_search.activities.sandbox import LAUNCH_FAILED, Sandbox
 
 log = logging.getLogger(__name__)
 
 _CHUNK = 256 * 1024
 _PIPE_BYTES = 1024 * 1024
 _STDERR_KEEP = 64 * 1024
+# How often a running rg is checked for a thread blocked on a planted FIFO.
+_FIFO_CHECK_S = 0.25
 # The environment rg sees: nothing from the worker's (no RIPGREP_CONFIG_PATH, no
 # RIPGREP_*, no HOME-based git config). argv[0] is absolute, PATH is only for `timeout`.
 _SCRUBBED_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C"}
@@ -63,14 +67,22 @@ class RgRun:
         return b"".join(self.chunks)
 
     @property
+    def aborted(self) -> bool:
+        """Whether rg aborted (SIGABRT): an allocation failed under its memory limit."""
+        return self.returncode in (-signal.SIGABRT, 128 + signal.SIGABRT)
+
+    @property
     def produced_output(self) -> bool:
         """Whether rg wrote anything to stdout."""
         return any(self.chunks)
 
 
 def default_backstop() -> str | None:
-    """coreutils ``timeout``, used so rg dies at its budget even if the worker is SIGKILLed."""
-    return shutil.which("timeout")
+    """coreutils ``timeout``, used so rg dies at its budget even if the worker is SIGKILLed.
+
+    Looked up in the fixed system directories only, never relative to a cwd.
+    """
+    return shutil.which("timeout", path=_SCRUBBED_ENV["PATH"])
 
 
 class Executor:
@@ -82,6 +94,8 @@ class Executor:
             killed worker still dies on time.
         kill_grace: seconds between SIGTERM and SIGKILL when a search is cancelled.
         backstop_grace: seconds the backstop adds to a call's budget.
+        sandbox: the launcher's restrictions (Landlock, limits) for every run; None runs
+            the argv directly (tests of the executor itself).
     """
 
     def __init__(
@@ -90,8 +104,10 @@ class Executor:
         backstop: str | None = None,
         kill_grace: float = 0.5,
         backstop_grace: float = 2.0,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self._backstop = backstop
+        self.sandbox = sandbox
         self._kill_grace = kill_grace
         self._backstop_grace = backstop_grace
         self._live: set[asyncio.subprocess.Process] = set()
@@ -109,6 +125,7 @@ class Executor:
         timeout_s: float,
         max_stdout: int,
         progress: Progress | None = None,
+        workspace: str | None = None,
     ) -> RgRun:
         """Run ``argv`` in ``cwd`` and collect its output.
 
@@ -121,6 +138,8 @@ class Executor:
             timeout_s: the budget; when it runs out the group is killed.
             max_stdout: stdout beyond this many bytes kills the group at once.
             progress: updated with the bytes read so far.
+            workspace: the only tree the program may read (Landlock), and where a FIFO it
+                blocks on may be unblocked; None: nothing beyond the program itself.
 
         Raises:
             SearchError: SEARCH_RAW_OUTPUT_OVERFLOW, SEARCH_ABORTED (budget), or
@@ -128,6 +147,8 @@ class Executor:
             asyncio.CancelledError: after the group was killed.
         """
         full = list(argv)
+        if self.sandbox is not None:
+            full = self.sandbox.wrap(full, readable=[workspace] if workspace else [])
         if self._backstop:
             budget = max(timeout_s, 0.001) + self._backstop_grace
             full = [self._backstop, "--signal=KILL", f"{budget:.3f}s", *full]
@@ -149,7 +170,7 @@ class Executor:
         self._live.add(proc)
         _widen_pipe(proc)
         try:
-            return await self._collect(proc, argv, timeout_s, max_stdout, progress)
+            return await self._collect(proc, argv, timeout_s, max_stdout, progress, workspace)
         finally:
             self._live.discard(proc)
 
@@ -160,9 +181,11 @@ class Executor:
         timeout_s: float,
         max_stdout: int,
         progress: Progress | None,
+        workspace: str | None,
     ) -> RgRun:
         assert proc.stdout is not None and proc.stderr is not None
         stderr_task = asyncio.ensure_future(_read_bounded(proc.stderr, _STDERR_KEEP))
+        watch = asyncio.ensure_future(_watch_fifos(proc.pid, workspace)) if workspace else None
         chunks: list[bytes] = []
         read = 0
         try:
@@ -193,10 +216,25 @@ class Executor:
             await self._kill(proc)
             raise
         finally:
-            if not stderr_task.done():
-                stderr_task.cancel()
-                with contextlib.suppress(BaseException):
-                    await stderr_task
+            for task in (stderr_task, watch):
+                if task is not None and not task.done():
+                    task.cancel()
+                    with contextlib.suppress(BaseException):
+                        await task
+        if watch is not None and watch.done() and not watch.cancelled() and watch.result():
+            log.warning(
+                "rg was stopped blocked on a FIFO outside the workspace: %r", watch.result()
+            )
+            raise SearchError(
+                ErrorCode.SEARCH_FAILED,
+                "an ignore file in the workspace is a FIFO that cannot be read; remove it",
+            )
+        if self.sandbox is not None and returncode == LAUNCH_FAILED:
+            log.error("the sandbox launcher failed: %s", stderr.decode("utf-8", "replace")[:500])
+            raise SearchError(
+                ErrorCode.SEARCH_FAILED,
+                "ripgrep could not be started in its sandbox on this worker",
+            )
         if self._backstop and returncode in _BACKSTOP_CANNOT_RUN:
             raise SearchError(
                 ErrorCode.SEARCH_FAILED,
@@ -251,6 +289,23 @@ def _widen_pipe(proc: asyncio.subprocess.Process) -> None:
         return
     with contextlib.suppress(OSError, ValueError):  # ValueError: rg already done, pipe closed
         fcntl.fcntl(fileobj.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+
+
+async def _watch_fifos(pid: int, workspace: str) -> list[str]:
+    """Until cancelled, unblock FIFO opens inside ``workspace``; returns (killing the group)
+    the paths of one it must not touch."""
+    root = workspace.rstrip("/") or "/"
+
+    def inside(real: str) -> bool:
+        return root == "/" or real == root or real.startswith(root + "/")
+
+    while True:
+        await asyncio.sleep(_FIFO_CHECK_S)
+        refused = await asyncio.to_thread(unblock_fifo_opens, pid, inside)
+        if refused:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+            return refused
 
 
 async def _read_bounded(stream: asyncio.StreamReader, keep: int) -> bytes:

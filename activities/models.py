@@ -156,6 +156,8 @@ class ToolsResult(_Model):
     system_prompt: list[str] = Field(default_factory=list)
     sample_over_cap_glob_results: bool
     timeout_ms: int
+    # How rg is confined on this worker: "landlock" (kernel-enforced) or "none".
+    sandbox: Literal["landlock", "none"] = "none"
 
 
 class ToolError(_Model):

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import logging
+import tempfile
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from opentelemetry import trace
 from opentelemetry.trace import Span
@@ -14,7 +16,14 @@ from temporalio import activity
 from fs_search.activities import command, parse, render
 from fs_search.activities.catalogue import tools_and_prompts
 from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.errors import SearchError, invalid_argument, rg_outcome
+from fs_search.activities.errors import (
+    PatternSuspect,
+    SearchError,
+    invalid_argument,
+    is_invalid_pattern,
+    pattern_error_message,
+    rg_outcome,
+)
 from fs_search.activities.executor import Executor, Progress, RgRun
 from fs_search.activities.lifecycle import check, check_sizes, contract, heartbeating
 from fs_search.activities.models import (
@@ -38,6 +47,12 @@ from fs_search.activities.saving import Saver
 from fs_search.activities.spill import SpillStore
 from fs_search.activities.telemetry import SearchTelemetry, mark_failed, outcome_of
 
+log = logging.getLogger(__name__)
+
+IGNORE_FILES_SKIPPED = (
+    "(ignore files were not applied: one in the workspace could not be read within "
+    "the worker's memory limit, so ignored files are included)"
+)
 T = TypeVar("T")
 R = TypeVar("R", GlobRequest, GrepRequest)
 
@@ -83,6 +98,8 @@ class SearchActivities:
         self.telemetry = telemetry or SearchTelemetry(trace_patterns=config.trace_patterns)
         self.offload = offload or Offload(0)
         self.saver = Saver(store, self.telemetry)
+        # Where a suspected pattern error is confirmed: rg sees no tree there.
+        self._empty_dir = tempfile.TemporaryDirectory(prefix="fs-search-empty-")
 
     def all(self) -> list[object]:
         """Every activity, for ``Worker(activities=...)``: all four are always registered."""
@@ -110,6 +127,7 @@ class SearchActivities:
                 reason=self.rg.reason or "ripgrep is not available on this worker",
                 sample_over_cap_glob_results=cfg.sample_over_cap_glob_results,
                 timeout_ms=cfg.timeout_ms,
+                sandbox=self.sandbox,
             )
         tools, prompts = tools_and_prompts(
             sample_over_cap=cfg.sample_over_cap_glob_results,
@@ -124,6 +142,7 @@ class SearchActivities:
             system_prompt=prompts,
             sample_over_cap_glob_results=cfg.sample_over_cap_glob_results,
             timeout_ms=cfg.timeout_ms,
+            sandbox=self.sandbox,
         )
 
     @activity.defn(name=READ_SPILL_ACTIVITY)
@@ -181,9 +200,7 @@ class SearchActivities:
         with self._rg_span("glob", progress) as span:
             run = await self._run_rg(argv, target, budget, progress)
             span.set_attribute("fs_search.exit_code", run.returncode)
-            partial = rg_outcome(
-                run.returncode, run.stderr, produced_output=run.produced_output, complete=True
-            )
+            partial = await self._outcome(run, argv, budget, complete=True)
         with self._phase("parse", progress):
             # Parsed, paged and (over the cap) rendered in full off the event loop.
             got = await self.offload.run(
@@ -229,20 +246,42 @@ class SearchActivities:
         check(command.include_problem(include))
         budget = self._budget_s(req.timeout_ms)
         target = self.workspace.target(cwd=req.cwd, path=req.path, tool="grep")
-        argv = command.for_grep(
-            req.pattern,
-            rg=self._rg(),
-            include=include,
-            file_arg=target.file_arg,
-            threads=cfg.rg_threads,
-        )
+
+        def argv_for(ignore_files: bool, file_arg: str | None = target.file_arg) -> list[str]:
+            return command.for_grep(
+                req.pattern,
+                rg=self._rg(),
+                include=include,
+                file_arg=file_arg,
+                threads=cfg.rg_threads,
+                ignore_files=ignore_files,
+            )
+
+        argv = argv_for(True)
+        ignore_note = None
         with self._rg_span("grep", progress) as span:
             run = await self._run_rg(argv, target, budget, progress)
+            if run.aborted:
+                # An ignore file the tree planted (huge, endless) made rg exhaust its memory
+                # limit: search again without ignore files, and say so.
+                log.warning("rg ran out of memory; searching again without ignore files")
+                argv = argv_for(False)
+                run = await self._run_rg(argv, target, budget, progress)
+                ignore_note = IGNORE_FILES_SKIPPED
+                if run.aborted:
+                    # Not an ignore file, then: rg holds each file's matches in memory
+                    # before writing them, and one file's were too many.
+                    raise SearchError(
+                        ErrorCode.SEARCH_RAW_OUTPUT_OVERFLOW,
+                        "the matches in one file needed more memory than rg may use on this "
+                        "worker (FS_SEARCH_RG_MEMORY_MB) and the search was stopped; narrow "
+                        "the pattern, path or include",
+                    )
             span.set_attribute("fs_search.exit_code", run.returncode)
-            partial = rg_outcome(
-                run.returncode,
-                run.stderr,
-                produced_output=run.produced_output,
+            partial = await self._outcome(
+                run,
+                argv_for(True, None),
+                budget,
                 complete=parse.ends_with_summary(run.chunks),
                 file_arg=target.file_arg,
             )
@@ -270,6 +309,8 @@ class SearchActivities:
             ref, error, note = await self.saver.spill("grep", progress, got.artifact)
         with self._phase("render", progress):
             text = render.grep_text(page, total=total, files=got.files, spill=note, partial=partial)
+            if ignore_note:
+                text = f"{text}\n{ignore_note}"
         if req.spill:
             matches = [
                 GrepMatch(
@@ -323,6 +364,24 @@ class SearchActivities:
 
     # --- helpers ---------------------------------------------------------------------
 
+    @property
+    def sandbox(self) -> Literal["landlock", "none"]:
+        """How rg is confined: ``"landlock"`` or ``"none"``."""
+        sandbox = self.executor.sandbox
+        return "landlock" if sandbox is not None and sandbox.landlock_abi else "none"
+
+    def sandbox_description(self) -> str:
+        """The start-up log's account of rg's confinement."""
+        sandbox = self.executor.sandbox
+        if sandbox is None:
+            return "none (rg runs without limits)"
+        if sandbox.landlock_abi:
+            return (
+                f"landlock (ABI {sandbox.landlock_abi}): rg reads only {self.workspace.root}; "
+                f"memory {sandbox.memory_mb} MiB"
+            )
+        return f"none (no kernel confinement); memory {sandbox.memory_mb} MiB"
+
     def _rg(self) -> str:
         if self.rg.path is None:
             raise SearchError(ErrorCode.SEARCH_FAILED, "ripgrep is not available on this worker")
@@ -333,6 +392,50 @@ class SearchActivities:
             raise invalid_argument(f"timeout_ms must be positive (got {timeout_ms})")
         cap = self.config.timeout_ms
         return min(timeout_ms or cap, cap) / 1000
+
+    async def _outcome(
+        self,
+        run: RgRun,
+        clean_argv: list[str],
+        budget_s: float,
+        *,
+        complete: bool,
+        file_arg: str | None = None,
+    ) -> bool:
+        """``partial``, or the contract error for rg's exit; rg's stderr is only logged.
+
+        ``clean_argv`` is the same search without a file operand, for confirming a
+        pattern error where rg sees no tree.
+        """
+        if run.stderr.strip():
+            log.info(
+                "rg exit %d; stderr (not shown to the model): %r", run.returncode, run.stderr[:4096]
+            )
+        try:
+            return rg_outcome(
+                run.returncode,
+                run.stderr,
+                produced_output=run.produced_output,
+                complete=complete,
+                file_arg=file_arg,
+            )
+        except PatternSuspect:
+            pass
+        # rg's complaint may come from an ignore file in the tree: only a run that sees
+        # nothing but the request (an empty directory) may be quoted to the model.
+        clean = await self.executor.run(
+            clean_argv,
+            cwd=self._empty_dir.name,
+            timeout_s=min(budget_s, 5.0),
+            max_stdout=64 * 1024,
+            workspace=self._empty_dir.name,
+        )
+        if clean.returncode == 2 and is_invalid_pattern(clean.stderr):
+            raise SearchError(ErrorCode.SEARCH_INVALID_PATTERN, pattern_error_message(clean.stderr))
+        raise SearchError(
+            ErrorCode.SEARCH_FAILED,
+            f"rg failed [exit={run.returncode}] before searching; the worker log has details",
+        )
 
     async def _run_rg(
         self,
@@ -347,4 +450,5 @@ class SearchActivities:
             timeout_s=budget_s,
             max_stdout=self.config.raw_output_max_bytes,
             progress=progress,
+            workspace=self.workspace.root,
         )

@@ -24,6 +24,7 @@ from fs_search.activities.executor import Executor, default_backstop
 from fs_search.activities.models import task_queue_for
 from fs_search.activities.offload import Offload, default_processes
 from fs_search.activities.paths import Workspace
+from fs_search.activities.sandbox import sandbox_for
 from fs_search.activities.search import RgStatus, SearchActivities
 from fs_search.activities.spill import SpillStore
 from fs_search.activities.telemetry import SearchTelemetry
@@ -84,7 +85,9 @@ async def build_activities(
         trace_patterns=config.trace_patterns,
         workspace_id=workspace_id or default_workspace_id(workspace),
     )
-    executor = executor or Executor(backstop=default_backstop())
+    executor = executor or Executor(
+        backstop=default_backstop(), sandbox=sandbox_for(config.sandbox, config.rg_memory_mb)
+    )
     rg_path = config.rg_path or find_binary("rg")
     rg = await probe_rg(executor, rg_path)
     if rg.path is None:
@@ -188,8 +191,9 @@ async def run_until_signalled(
             client.namespace,
         )
         log.info(
-            "ripgrep: %s; spill store: %s",
+            "ripgrep: %s; sandbox: %s; spill store: %s",
             activities.rg.version or activities.rg.reason,
+            activities.sandbox_description(),
             activities.store.describe(),
         )
         if on_ready:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fs_search.activities.errors import SearchError, rg_outcome
+from fs_search.activities.errors import PatternSuspect, SearchError, rg_outcome
 from fs_search.activities.models import ErrorCode
 
 
@@ -29,15 +29,14 @@ def test_exit_0_and_1_are_results():
         "rg: regex parse error:\n error: look-around, including look-ahead and look-behind, is not supported",
     ],
 )
-def test_rejected_patterns_are_invalid_pattern(stderr):
-    """rg's pattern complaints become SEARCH_INVALID_PATTERN."""
-    assert _code(returncode=2, stderr=stderr, produced_output=False, complete=False) == (
-        ErrorCode.SEARCH_INVALID_PATTERN
-    )
+def test_rejected_patterns_are_only_suspected_until_confirmed(stderr):
+    """rg's pattern complaints are not quoted directly: an ignore file can say the same."""
+    with pytest.raises(PatternSuspect):
+        rg_outcome(returncode=2, stderr=stderr, produced_output=False, complete=False)
 
 
 def test_io_errors_elsewhere_with_complete_stream_are_partial():
-    """Exit 2 with only I/O errors about other paths and a complete stream is partial."""
+    """Exit 2 with I/O errors about other paths and a complete stream is partial."""
     stderr = "rg: ./secret/x.txt: Permission denied (os error 13)\n"
     assert rg_outcome(2, stderr, produced_output=True, complete=True) is True
 
@@ -46,19 +45,50 @@ def test_io_errors_elsewhere_with_complete_stream_are_partial():
     ("stderr", "complete", "file_arg"),
     [
         ("rg: ./secret/x.txt: Permission denied (os error 13)", False, None),  # stream cut
-        ("rg: something else went wrong", True, None),  # not an I/O error line
         ("rg: target.txt: Permission denied (os error 13)", True, "target.txt"),  # the target
-        ("", True, None),  # exit 2 with nothing said
+        ("", False, None),  # exit 2 with nothing said and no summary
     ],
 )
 def test_other_exit_2_is_search_failed(stderr, complete, file_arg):
-    """Any other exit 2 is SEARCH_FAILED."""
+    """Exit 2 without a complete stream, or about the target itself, is SEARCH_FAILED."""
     assert (
         _code(
             returncode=2, stderr=stderr, produced_output=True, complete=complete, file_arg=file_arg
         )
         == ErrorCode.SEARCH_FAILED
     )
+
+
+SECRET = "rg: ./.ignore: line 1: error parsing glob 'TOPSECRET[': unclosed character class"
+
+
+@pytest.mark.parametrize(
+    ("returncode", "stderr", "complete"),
+    [
+        (2, "rg: /outside/x: Permission denied (os error 13)\nTOPSECRET", False),
+        (2, "TOPSECRET went wrong", False),
+        (-9, "TOPSECRET", False),
+        (134, "memory allocation of TOPSECRET bytes failed", False),
+    ],
+)
+def test_failures_never_quote_stderr(returncode, stderr, complete):
+    """Whatever rg printed (an ignore file's lines, outside paths) stays out of the message."""
+    with pytest.raises(SearchError) as info:
+        rg_outcome(returncode, stderr, produced_output=True, complete=complete)
+    assert "TOPSECRET" not in info.value.message and "outside" not in info.value.message
+
+
+def test_ignore_file_complaints_leave_a_complete_result_whole():
+    """A malformed ignore file (exit 2, complete stream) is neither a failure nor partial."""
+    assert rg_outcome(2, SECRET + "\n", produced_output=True, complete=True) is False
+    assert rg_outcome(2, "rg: odd\n" + SECRET, produced_output=True, complete=True) is True
+
+
+def test_memory_abort_names_the_limit():
+    """An allocation failure under the limit (SIGABRT) says which setting bounds it."""
+    with pytest.raises(SearchError) as info:
+        rg_outcome(134, "", produced_output=False, complete=False)
+    assert "FS_SEARCH_RG_MEMORY_MB" in info.value.message
 
 
 @pytest.mark.parametrize("returncode", [-9, -15, 137, 3])
@@ -85,5 +115,4 @@ def test_nothing_searched_is_an_empty_result():
         "Running with --debug will show why files are being skipped.\n"
     )
     assert rg_outcome(2, stderr, produced_output=True, complete=True) is False
-    with pytest.raises(SearchError):
-        rg_outcome(2, stderr + "rg: something else\n", produced_output=True, complete=True)
+    assert rg_outcome(2, stderr + "rg: something else\n", produced_output=True, complete=True)

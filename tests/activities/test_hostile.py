@@ -13,6 +13,7 @@ import asyncio.base_events
 import os
 import posixpath
 import subprocess
+import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,7 @@ from fs_search.activities.models import (
     ReadSpillResult,
     ToolResult,
 )
+from fs_search.activities.sandbox import LAUNCHER
 from fs_search.activities.search import SearchActivities
 from tests import hostile_strategies as hs
 from tests.helpers import write_tree
@@ -219,13 +221,17 @@ def shell_guard(monkeypatch) -> ShellGuard:
 
 
 def assert_only_rg_argvs(guard: ShellGuard, acts: SearchActivities) -> None:
-    """Every process started was an argv list running rg (possibly under `timeout`)."""
+    """Every process started was an argv list running rg (under `timeout`, through the
+    sandbox launcher)."""
     assert not guard.violations, guard.violations
     rg = acts.rg.path
     for argv in guard.argvs:
         assert isinstance(argv, list | tuple) and all(isinstance(a, str | bytes) for a in argv)
         assert os.path.isabs(argv[0]), argv
-        assert argv[0] == rg or (os.path.basename(argv[0]) == "timeout" and argv[3] == rg), argv
+        rest = list(argv[3:]) if os.path.basename(argv[0]) == "timeout" else list(argv)
+        if rest[:4] == [sys.executable, "-I", "-S", LAUNCHER]:
+            rest = rest[rest.index("--") + 1 :]
+        assert rest[0] == rg, argv
 
 
 # --- running calls -------------------------------------------------------------------------

@@ -546,14 +546,21 @@ async def test_cancellation_kills_rg_group_and_reraises(ws, make_activities):
 
 async def test_overflow_kills_rg_at_the_cap(tmp_path, make_activities):
     """Raw output past the cap kills rg at once: SEARCH_RAW_OUTPUT_OVERFLOW."""
-    ws = write_tree(tmp_path / "ws", {"a.txt": "hit\n" * 3_000_000})
+    ws = write_tree(tmp_path / "ws", {f"f{i}.txt": "hit\n" * 10_000 for i in range(300)})
     acts = await make_activities(ws, raw_output_max_bytes=100_000)
-    env = ActivityEnvironment()
-    beats: list = []
-    env.on_heartbeat = lambda *d: beats.append(d[0])
     with pytest.raises(ApplicationError) as info:
-        await env.run(acts.grep, GrepRequest(pattern="hit"))
+        await ActivityEnvironment().run(acts.grep, GrepRequest(pattern="hit"))
     assert info.value.type == "SEARCH_RAW_OUTPUT_OVERFLOW"
+    assert acts.executor.live_process_groups == []
+
+
+async def test_one_file_past_rgs_memory_limit_is_an_overflow(tmp_path, make_activities):
+    """rg buffers one file's matches: past its memory limit that is an overflow too."""
+    ws = write_tree(tmp_path / "ws", {"a.txt": "hit\n" * 3_000_000})
+    acts = await make_activities(ws, raw_output_max_bytes=100_000, rg_memory_mb=256)
+    err = await error_of(acts.grep, GrepRequest(pattern="hit"))
+    assert err.type == "SEARCH_RAW_OUTPUT_OVERFLOW", err.message
+    assert "FS_SEARCH_RG_MEMORY_MB" in err.message
     assert acts.executor.live_process_groups == []
 
 

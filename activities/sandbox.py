@@ -1,0 +1,82 @@
+"""How rg is confined: Landlock (when the kernel has it) and resource limits, via a launcher."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from fs_search.activities.config import ConfigError
+from fs_search.activities.sandbox_launch import landlock_abi
+
+log = logging.getLogger(__name__)
+
+LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_launch.py")
+# The launcher's exit code when it could not apply a restriction (rg did not run).
+LAUNCH_FAILED = 125
+# The launcher is stdlib-only: any of these can run it when the worker's own interpreter
+# cannot be executed again by its user (e.g. a venv linking into another user's home).
+_SYSTEM_PYTHONS = ("/usr/bin/python3", "/bin/python3", "/usr/local/bin/python3")
+
+
+def launcher_python() -> str:
+    """The interpreter that runs the launcher: this worker's, else the system's."""
+    for candidate in (sys.executable, *_SYSTEM_PYTHONS):
+        if candidate and os.path.isabs(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return sys.executable
+
+
+class SandboxUnavailable(ConfigError):
+    """``FS_SEARCH_SANDBOX=required`` on a kernel without Landlock (the worker will not start)."""
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """The restrictions every rg runs under.
+
+    Attributes:
+        landlock_abi: the kernel's Landlock ABI (0: no ruleset is applied).
+        memory_mb: rg's address-space limit.
+        python: the interpreter that runs the launcher (isolated mode, no site).
+    """
+
+    landlock_abi: int
+    memory_mb: int
+    python: str = field(default_factory=launcher_python)
+
+    @property
+    def name(self) -> str:
+        """What ``fs_search.tools`` reports: ``"landlock"`` or ``"none"``."""
+        return "landlock" if self.landlock_abi else "none"
+
+    def wrap(self, argv: Sequence[str], *, readable: Sequence[str] = ()) -> list[str]:
+        """``argv`` run through the launcher: limited, and confined to reading ``readable``."""
+        options = ["--memory-mb", str(self.memory_mb)]
+        if self.landlock_abi:
+            options += ["--landlock-abi", str(self.landlock_abi)]
+            for path in readable:
+                options += ["--read", path]
+        return [self.python, "-I", "-S", LAUNCHER, *options, "--", *argv]
+
+
+def sandbox_for(setting: str, memory_mb: int) -> Sandbox:
+    """The sandbox ``FS_SEARCH_SANDBOX`` asks for on this kernel.
+
+    Raises:
+        SandboxUnavailable: ``required`` and the kernel has no Landlock.
+    """
+    abi = 0 if setting == "off" else landlock_abi()
+    if abi == 0 and setting == "required":
+        raise SandboxUnavailable(
+            "FS_SEARCH_SANDBOX=required but this kernel has no Landlock (Linux >= 5.13 with "
+            "landlock in the lsm= boot list); refusing to start"
+        )
+    if abi == 0 and setting == "auto":
+        log.warning(
+            "this kernel has no Landlock: rg runs without kernel confinement (path checks "
+            "and resource limits still apply); set FS_SEARCH_SANDBOX=required to refuse this"
+        )
+    return Sandbox(landlock_abi=abi, memory_mb=memory_mb)
