@@ -162,7 +162,10 @@ class S3SpillStore:
             s3 = await self.client.get()
             response = await s3.get_object(Bucket=self.bucket, Key=key)
             pager = Pager(offset=offset, limit=limit)
-            async with response["Body"] as body:
+            # aiobotocore's StreamingBody.__aenter__ returns the bare aiohttp response, whose
+            # read() takes no size: read through the StreamingBody, use the context to close.
+            body = response["Body"]
+            async with body:
                 # Streamed: memory is the page, not the object.
                 while block := await body.read(READ_BLOCK_BYTES):
                     pager.feed(block)
