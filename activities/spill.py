@@ -1,16 +1,17 @@
-"""SpillStore protocol, deterministic keys, paging, and the ``file://`` backend."""
+"""SpillStore protocol, artifact keys and the locators that name them, the ``file://`` backend."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
 import string
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote, unquote_to_bytes, urlparse
 
 from fs_search.activities.errors import SearchError, invalid_argument
 from fs_search.activities.models import ErrorCode, ReadSpillResult, SpillRef
@@ -19,6 +20,8 @@ from fs_search.activities.paging import Pager, check_page_args, line_count
 # read_spill reads a file artifact in blocks of this size: memory is the page, not the file.
 READ_BLOCK_BYTES = 256 * 1024
 _SAFE = frozenset(string.ascii_letters + string.digits + "-_")
+_SEGMENT = re.compile(r"(?:[A-Za-z0-9_-]|%[0-9A-F]{2})+")
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 
 
 @dataclass(frozen=True)
@@ -43,12 +46,79 @@ class SpillKey:
             ]
         )
 
+    @classmethod
+    def from_relpath(cls, relpath: str) -> SpillKey | None:
+        """The key whose ``relpath()`` is exactly ``relpath``, or None for any other string.
+
+        The inverse tells the store's own artifact names from everything else: three
+        segments, ``.txt``, canonical escapes of UTF-8 text without NUL. Temporal's payload
+        keys (``v0/.../d/sha256/<hex>``) never have this shape.
+        """
+        parts = relpath.split("/")
+        name = parts[-1].split(".")
+        if len(parts) != 3 or len(name) != 3 or name[2] != "txt":
+            return None
+        try:
+            key = cls(*(_unsegment(s) for s in (parts[0], parts[1], name[0], name[1])))
+        except ValueError:
+            return None
+        return key if key.relpath() == relpath else None
+
 
 def _segment(value: str) -> str:
     encoded = "".join(
         chr(b) if chr(b) in _SAFE else f"%{b:02X}" for b in value.encode("utf-8", "replace")
     )
     return encoded or "null"
+
+
+def _unsegment(segment: str) -> str:
+    """A segment's value; ValueError unless ``_segment`` could have written it."""
+    value = unquote_to_bytes(segment).decode("utf-8")
+    if not _SEGMENT.fullmatch(segment) or "\x00" in value:
+        raise ValueError(segment)
+    return value
+
+
+def artifact_relpath(locator: str, *, root: str) -> str | None:
+    """The artifact name ``locator`` gives under ``root`` (``<root>/<relpath>``), else None."""
+    relpath = locator.removeprefix(root + "/")
+    if relpath == locator or SpillKey.from_relpath(relpath) is None:
+        return None
+    return relpath
+
+
+def not_an_artifact(locator: str) -> SearchError:
+    """INVALID_ARGUMENT for a locator that names no artifact of this store."""
+    if "\x00" in locator:
+        return invalid_argument("the locator contains a NUL character")
+    return invalid_argument(
+        f"locator {locator!r} is outside this worker's spill store: it names none of its "
+        "artifacts (pass a locator exactly as a search result gave it)"
+    )
+
+
+def _file_url_path(locator: str) -> str:
+    """The path of ``file://[localhost]/...``: escapes decoded strictly, or INVALID_ARGUMENT."""
+    rest = locator.removeprefix("file://")
+    rest = rest.removeprefix("localhost") if rest.startswith("localhost/") else rest
+    if not rest.startswith("/"):
+        raise not_an_artifact(locator)
+    if _BAD_ESCAPE.search(rest):
+        raise invalid_argument(f"locator {locator!r} has a malformed percent-escape")
+    try:
+        return unquote_to_bytes(rest).decode("utf-8")
+    except UnicodeDecodeError:
+        raise invalid_argument(
+            f"locator {locator!r} has percent-escapes that are not UTF-8 text"
+        ) from None
+
+
+def expired(locator: str) -> SearchError:
+    """SEARCH_FAILED for an artifact name of this store with nothing under it."""
+    return SearchError(
+        ErrorCode.SEARCH_FAILED, f"no spill artifact at {locator!r} (it may have expired)"
+    )
 
 
 class SpillStore(Protocol):
@@ -133,25 +203,21 @@ class FileSpillStore:
         try:
             return await asyncio.to_thread(_read_page, path, locator, offset, limit)
         except FileNotFoundError:
-            raise SearchError(
-                ErrorCode.SEARCH_FAILED,
-                f"no spill artifact at {locator!r} (it may have expired)",
-            ) from None
+            raise expired(locator) from None
         except OSError as e:
             raise SearchError(
                 ErrorCode.SEARCH_FAILED, f"spill artifact {locator!r} cannot be read: {e}"
             ) from None
 
     def _confine(self, locator: str) -> Path:
-        raw = unquote(urlparse(locator).path) if locator.startswith("file://") else locator
-        if not raw.startswith("/"):
-            raise invalid_argument(
-                f"locator {locator!r} is not an absolute path in the spill store"
-            )
-        real = os.path.realpath(raw)
-        root = os.path.realpath(self.directory)
-        if not real.startswith(root + os.sep) or not real.endswith(".txt"):
-            raise invalid_argument(f"locator {locator!r} is outside this worker's spill store")
+        path = _file_url_path(locator) if locator.startswith("file://") else locator
+        relpath = artifact_relpath(path, root=str(self.directory))
+        if relpath is None:
+            raise not_an_artifact(locator)
+        # A symlink planted in the store must not lead out of it.
+        real = os.path.realpath(self.directory / relpath)
+        if not real.startswith(os.path.realpath(self.directory) + os.sep):
+            raise not_an_artifact(locator)
         return Path(real)
 
     async def check(self) -> None:

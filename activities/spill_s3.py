@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import posixpath
 from typing import Any
 from urllib.parse import urlparse
 
@@ -11,10 +10,16 @@ import aioboto3
 from aiobotocore.config import AioConfig
 from botocore.exceptions import BotoCoreError, ClientError
 
-from fs_search.activities.errors import SearchError, invalid_argument
+from fs_search.activities.errors import SearchError
 from fs_search.activities.models import ErrorCode, ReadSpillResult, SpillRef
 from fs_search.activities.paging import Pager, check_page_args, line_count
-from fs_search.activities.spill import READ_BLOCK_BYTES, SpillKey
+from fs_search.activities.spill import (
+    READ_BLOCK_BYTES,
+    SpillKey,
+    artifact_relpath,
+    expired,
+    not_an_artifact,
+)
 
 # Fail fast when the endpoint is down: a spill is best effort and must not hold a search.
 CLIENT_CONFIG = AioConfig(
@@ -22,6 +27,9 @@ CLIENT_CONFIG = AioConfig(
     read_timeout=10,
     retries={"max_attempts": 2, "mode": "standard"},
 )
+# Every artifact carries this user metadata: read_spill reads no object the store did not
+# write, even one whose key has the artifact shape.
+MARKER = {"fs-search": "spill"}
 
 
 def parse_s3_url(url: str) -> tuple[str, str]:
@@ -84,7 +92,9 @@ class S3SpillStore:
 
     Keys are ``<prefix>/<workflow id>/<run id>/<activity id>.<tool>.txt`` (percent-encoded
     segments, no model input), so a retried activity overwrites its artifact. Expiry is a
-    bucket lifecycle rule (see infra/), not the worker.
+    bucket lifecycle rule (see infra/), not the worker. Without a prefix the store shares
+    its bucket's root with Temporal's ``v0/`` payloads: read_spill accepts only keys of the
+    artifact shape that carry the store's marker.
     """
 
     backend = "s3"
@@ -106,12 +116,9 @@ class S3SpillStore:
         where = f" at {self.client.endpoint_url}" if self.client.endpoint_url else ""
         return f"s3://{self.bucket}/{self.prefix}{where}"
 
-    def _key(self, key: SpillKey) -> str:
-        return f"{self.prefix}/{key.relpath()}" if self.prefix else key.relpath()
-
     async def save(self, key: SpillKey, text: str) -> SpillRef:
         """See SpillStore."""
-        object_key = self._key(key)
+        object_key = self._key_of(key.relpath())
         body = text.encode("utf-8", "replace")
         try:
             s3 = await self.client.get()
@@ -120,6 +127,7 @@ class S3SpillStore:
                 Key=object_key,
                 Body=body,
                 ContentType="text/plain; charset=utf-8",
+                Metadata=MARKER,
             )
         except (BotoCoreError, ClientError, OSError):
             await self.client.close()
@@ -135,24 +143,14 @@ class S3SpillStore:
         )
 
     def _confine(self, locator: str) -> str:
-        parsed = urlparse(locator)
-        key = parsed.path.lstrip("/")
-        inside = (
-            parsed.scheme == "s3"
-            and parsed.netloc == self.bucket
-            and bool(key)
-            and (not self.prefix or key.startswith(self.prefix + "/"))
-            and posixpath.normpath(key) == key
-            and ".." not in key.split("/")
-            and not parsed.query
-            and not parsed.fragment
-        )
-        if not inside:
-            raise invalid_argument(
-                f"locator {locator!r} is outside this worker's spill store "
-                f"(s3://{self.bucket}/{self.prefix})"
-            )
-        return key
+        root = f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
+        relpath = artifact_relpath(locator, root=root)
+        if relpath is None:
+            raise not_an_artifact(locator)
+        return self._key_of(relpath)
+
+    def _key_of(self, relpath: str) -> str:
+        return f"{self.prefix}/{relpath}" if self.prefix else relpath
 
     async def read(self, locator: str, *, offset: int, limit: int) -> ReadSpillResult:
         """See SpillStore."""
@@ -161,21 +159,19 @@ class S3SpillStore:
         try:
             s3 = await self.client.get()
             response = await s3.get_object(Bucket=self.bucket, Key=key)
-            pager = Pager(offset=offset, limit=limit)
             # aiobotocore's StreamingBody.__aenter__ returns the bare aiohttp response, whose
             # read() takes no size: read through the StreamingBody, use the context to close.
             body = response["Body"]
             async with body:
+                if not MARKER.items() <= (response.get("Metadata") or {}).items():
+                    raise not_an_artifact(locator)
                 # Streamed: memory is the page, not the object.
+                pager = Pager(offset=offset, limit=limit)
                 while block := await body.read(READ_BLOCK_BYTES):
                     pager.feed(block)
         except ClientError as e:
-            code = e.response.get("Error", {}).get("Code")
-            if code in ("NoSuchKey", "404"):
-                raise SearchError(
-                    ErrorCode.SEARCH_FAILED,
-                    f"no spill artifact at {locator!r} (it may have expired)",
-                ) from None
+            if e.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                raise expired(locator) from None
             raise SearchError(
                 ErrorCode.SEARCH_FAILED, f"spill artifact {locator!r} cannot be read: {e}"
             ) from None

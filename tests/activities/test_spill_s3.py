@@ -14,8 +14,10 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from fs_search.activities.catalogue import READ_SPILL_PROMPT
+from fs_search.activities.errors import SearchError
 from fs_search.activities.models import GlobRequest, GrepRequest, ReadSpillRequest
-from fs_search.activities.spill_s3 import S3SpillStore
+from fs_search.activities.spill import SpillKey
+from fs_search.activities.spill_s3 import S3SpillStore, client_kwargs
 from fs_search.worker.app import maintenance
 from fs_search.worker.services import free_port
 from tests.conftest import start_s3
@@ -28,6 +30,17 @@ def _store(s3, prefix: str | None = None) -> S3SpillStore:
 
 def _dead_store() -> S3SpillStore:
     return S3SpillStore("fs-search-test", "spill", endpoint_url=f"http://127.0.0.1:{free_port()}")
+
+
+async def _put(s3, bucket: str, objects: dict[str, str], *, create: bool = False) -> None:
+    """Write objects straight into the bucket, as another writer would."""
+    import aioboto3
+
+    async with aioboto3.Session().client("s3", **client_kwargs(s3.endpoint_url)) as client:
+        if create:
+            await client.create_bucket(Bucket=bucket)
+        for key, body in objects.items():
+            await client.put_object(Bucket=bucket, Key=key, Body=body.encode())
 
 
 @pytest.fixture
@@ -107,9 +120,70 @@ async def test_locator_confinement(s3, many, make_activities):
         assert info.value.type == "INVALID_ARGUMENT", locator
     with pytest.raises(ApplicationError) as info:
         await ActivityEnvironment().run(
-            acts.read_spill, ReadSpillRequest(locator=f"s3://{s3.bucket}/{store.prefix}/gone.txt")
+            acts.read_spill,
+            ReadSpillRequest(locator=f"s3://{s3.bucket}/{store.prefix}/wf/run/9.grep.txt"),
         )
     assert info.value.type == "SEARCH_FAILED" and "expired" in info.value.message
+
+
+async def test_locators_with_nul_bad_escapes_or_foreign_names_are_invalid(s3):
+    """NUL, undecodable escapes and keys of any other shape are INVALID_ARGUMENT, never read."""
+    store = _store(s3)
+    await store.save(SpillKey("wf", "run", "1", "glob"), "mine\n")
+    at = f"s3://{s3.bucket}/{store.prefix}"
+    await _put(s3, s3.bucket, {f"{store.prefix}/notes.txt": "SECRET", f"{store.prefix}/wf/x": "S"})
+    bad = [
+        f"{at}/wf/run/1.glob.txt\x00",
+        f"{at}/wf/run/%00.glob.txt",
+        f"{at}/wf/run/%FF.glob.txt",
+        f"{at}/wf/run/%zz.glob.txt",
+        f"{at}/wf/run/%41.glob.txt",
+        f"{at}/wf/run/1.glob.txt?x",
+        f"{at}/wf/run/1.glob.txt#x",
+        f"{at}//wf/run/1.glob.txt",
+        f"{at}/notes.txt",
+        f"{at}/wf/x",
+        f"{at}/wf/run/1.txt",
+        f"S3://{s3.bucket}/{store.prefix}/wf/run/1.glob.txt",
+        f"s3://{s3.bucket}:1/{store.prefix}/wf/run/1.glob.txt",
+    ]
+    for locator in bad:
+        with pytest.raises(SearchError) as info:
+            await store.read(locator, offset=0, limit=5)
+        assert info.value.code == "INVALID_ARGUMENT", locator
+        assert "SECRET" not in info.value.message and s3.endpoint_url not in info.value.message
+    page = await store.read(f"{at}/wf/run/1.glob.txt", offset=0, limit=5)
+    assert page.text == "mine"
+    await store.close()
+
+
+async def test_bucket_without_prefix_reads_only_its_own_artifacts(s3, many, make_activities):
+    """s3://bucket alone: Temporal's v0/ payloads and other writers' keys are never read."""
+    bucket = f"shared-{uuid.uuid4().hex[:8]}"
+    digest = "ab" * 32
+    foreign = {
+        "v0/something": "PAYLOAD",
+        f"v0/d/sha256/{digest}": "PAYLOAD",
+        f"v0/ns/default/wt/Agent/wi/wf/ri/run/d/sha256/{digest}": "PAYLOAD",
+        "other/key": "OTHER",
+        "a/b/1.glob.txt": "OTHER",  # the artifact shape, but not written by the store
+    }
+    await _put(s3, bucket, foreign, create=True)
+    store = S3SpillStore.from_url(f"s3://{bucket}", endpoint_url=s3.endpoint_url)
+    acts = await make_activities(many, store=store, glob_max_results=5)
+    r = await ActivityEnvironment().run(acts.glob, GlobRequest(pattern="*.txt"))
+    assert r.spill is not None and r.spill.locator.startswith(f"s3://{bucket}/")
+    page = await ActivityEnvironment().run(
+        acts.read_spill, ReadSpillRequest(locator=r.spill.locator)
+    )
+    assert page.total_lines == 40
+    for key in foreign:
+        with pytest.raises(ApplicationError) as info:
+            await ActivityEnvironment().run(
+                acts.read_spill, ReadSpillRequest(locator=f"s3://{bucket}/{key}")
+            )
+        assert info.value.type == "INVALID_ARGUMENT", key
+        assert "PAYLOAD" not in str(info.value.message) and "OTHER" not in info.value.message
 
 
 async def test_store_down_at_start(many, make_activities, caplog):
