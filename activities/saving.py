@@ -12,7 +12,7 @@ from fs_search.activities.errors import SearchError
 from fs_search.activities.executor import Progress
 from fs_search.activities.lifecycle import spill_key
 from fs_search.activities.models import ErrorCode, SpillRef
-from fs_search.activities.spill import SpillStore
+from fs_search.activities.spill import SpillFailed, SpillStore
 from fs_search.activities.telemetry import SearchTelemetry
 
 log = logging.getLogger("fs_search.activities.search")
@@ -44,11 +44,17 @@ class Saver:
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # noqa: BLE001 - any store failure degrades to spill_error
-                log.warning("spill to %s failed: %s", self.store.describe(), e)
-                message = str(e) or type(e).__name__
-                if isinstance(e, TimeoutError):
-                    message = f"the spill store did not answer within {SPILL_TIMEOUT_S:.0f} s"
-                error = f"{type(e).__name__}: {message}"[:500]
+                error = _in_our_words(e)
+                # The details (endpoint, key, path, the store's own words) are for the log only.
+                cause = e.__cause__ or e
+                log.warning(
+                    "spill to %s failed (%s): %s: %s",
+                    self.store.describe(),
+                    error,
+                    type(cause).__name__,
+                    cause,
+                    exc_info=not isinstance(e, (SpillFailed, TimeoutError)),  # a bug: trace it
+                )
                 span.set_status(Status(StatusCode.ERROR, error))
             span.set_attribute("fs_search.spill.success", ref is not None)
         note = render.SpillNote(
@@ -69,9 +75,23 @@ class Saver:
             async with asyncio.timeout(SPILL_TIMEOUT_S):
                 await self.store.check()
         except Exception as e:  # noqa: BLE001
+            log.warning(
+                "payload store %s is unavailable: %s: %s",
+                self.store.describe(),
+                type(e).__name__,
+                e,
+            )
             raise SearchError(
                 ErrorCode.SEARCH_FAILED,
                 f"the result (about {estimate} bytes) is too large to return inline and the "
-                f"payload store {self.store.describe()} is unavailable ({type(e).__name__}: {e}); "
-                "retry later, or search with spill enabled",
+                "payload store is unavailable; retry later, or search with spill enabled",
             ) from e
+
+
+def _in_our_words(error: Exception) -> str:
+    """spill_error: what failed, never an endpoint, key, path or exception text."""
+    if isinstance(error, SpillFailed):
+        return str(error)
+    if isinstance(error, TimeoutError):
+        return f"the spill store did not answer within {SPILL_TIMEOUT_S:.0f} s"
+    return "the spill store failed"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import errno
+import logging
 import os
 import re
 import string
@@ -16,6 +18,8 @@ from urllib.parse import unquote, unquote_to_bytes, urlparse
 from fs_search.activities.errors import SearchError, invalid_argument
 from fs_search.activities.models import ErrorCode, ReadSpillResult, SpillRef
 from fs_search.activities.paging import Pager, check_page_args, line_count
+
+log = logging.getLogger("fs_search.activities.spill")
 
 # read_spill reads a file artifact in blocks of this size: memory is the page, not the file.
 READ_BLOCK_BYTES = 256 * 1024
@@ -121,6 +125,11 @@ def expired(locator: str) -> SearchError:
     )
 
 
+class SpillFailed(Exception):
+    """A store could not save an artifact. The message is for the model (no host detail);
+    the store's own exception is chained as the cause, for the log."""
+
+
 class SpillStore(Protocol):
     """Where over-cap results are saved in full."""
 
@@ -134,7 +143,11 @@ class SpillStore(Protocol):
         ...
 
     async def save(self, key: SpillKey, text: str) -> SpillRef:
-        """Store ``text`` under ``key``; return its locator and retrieval hint."""
+        """Store ``text`` under ``key``; return its locator and retrieval hint.
+
+        Raises:
+            SpillFailed: the store could not take it (said in our words).
+        """
         ...
 
     async def read(self, locator: str, *, offset: int, limit: int) -> ReadSpillResult:
@@ -186,7 +199,13 @@ class FileSpillStore:
     async def save(self, key: SpillKey, text: str) -> SpillRef:
         """See SpillStore."""
         target = self.directory / key.relpath()
-        await asyncio.to_thread(_write_atomically, target, text)
+        try:
+            await asyncio.to_thread(_write_atomically, target, text)
+        except OSError as e:
+            full = e.errno in (errno.ENOSPC, errno.EDQUOT)
+            raise SpillFailed(
+                "the spill store is full" if full else "the spill store refused the write"
+            ) from e
         lines = line_count(text)
         return SpillRef(
             locator=str(target),
@@ -205,8 +224,9 @@ class FileSpillStore:
         except FileNotFoundError:
             raise expired(locator) from None
         except OSError as e:
+            log.warning("spill artifact %s cannot be read: %s", path, e)
             raise SearchError(
-                ErrorCode.SEARCH_FAILED, f"spill artifact {locator!r} cannot be read: {e}"
+                ErrorCode.SEARCH_FAILED, f"the spill artifact {locator!r} cannot be read"
             ) from None
 
     def _confine(self, locator: str) -> Path:

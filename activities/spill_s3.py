@@ -3,23 +3,27 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 from urllib.parse import urlparse
 
 import aioboto3
 from aiobotocore.config import AioConfig
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 from fs_search.activities.errors import SearchError
 from fs_search.activities.models import ErrorCode, ReadSpillResult, SpillRef
 from fs_search.activities.paging import Pager, check_page_args, line_count
 from fs_search.activities.spill import (
     READ_BLOCK_BYTES,
+    SpillFailed,
     SpillKey,
     artifact_relpath,
     expired,
     not_an_artifact,
 )
+
+log = logging.getLogger("fs_search.activities.spill")
 
 # Fail fast when the endpoint is down: a spill is best effort and must not hold a search.
 CLIENT_CONFIG = AioConfig(
@@ -30,6 +34,7 @@ CLIENT_CONFIG = AioConfig(
 # Every artifact carries this user metadata: read_spill reads no object the store did not
 # write, even one whose key has the artifact shape.
 MARKER = {"fs-search": "spill"}
+_S3_FAILURES = (BotoCoreError, ClientError, OSError)
 
 
 def parse_s3_url(url: str) -> tuple[str, str]:
@@ -129,9 +134,9 @@ class S3SpillStore:
                 ContentType="text/plain; charset=utf-8",
                 Metadata=MARKER,
             )
-        except (BotoCoreError, ClientError, OSError):
+        except _S3_FAILURES as e:
             await self.client.close()
-            raise
+            raise SpillFailed(in_our_words(e, "write")) from e
         lines = line_count(text)
         locator = f"s3://{self.bucket}/{object_key}"
         return SpillRef(
@@ -169,16 +174,15 @@ class S3SpillStore:
                 pager = Pager(offset=offset, limit=limit)
                 while block := await body.read(READ_BLOCK_BYTES):
                     pager.feed(block)
-        except ClientError as e:
-            if e.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+        except _S3_FAILURES as e:
+            if not isinstance(e, ClientError):
+                await self.client.close()
+            elif e.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
                 raise expired(locator) from None
+            log.warning("reading spill artifact %s failed: %s", key, e)
             raise SearchError(
-                ErrorCode.SEARCH_FAILED, f"spill artifact {locator!r} cannot be read: {e}"
-            ) from None
-        except (BotoCoreError, OSError) as e:
-            await self.client.close()
-            raise SearchError(
-                ErrorCode.SEARCH_FAILED, f"the spill store cannot be reached right now: {e}"
+                ErrorCode.SEARCH_FAILED,
+                f"the spill artifact {locator!r} cannot be read: {in_our_words(e, 'read')}",
             ) from None
         return pager.result(locator)
 
@@ -198,3 +202,14 @@ class S3SpillStore:
     async def close(self) -> None:
         """Release the S3 client."""
         await self.client.close()
+
+
+def in_our_words(error: BaseException, action: str) -> str:
+    """What failed, for the model: never the endpoint, bucket, key or exception text."""
+    if isinstance(error, ClientError):
+        if error.response.get("Error", {}).get("Code") == "NoSuchBucket":
+            return "the spill store's bucket does not exist"
+        return f"the spill store refused the {action}"
+    if isinstance(error, NoCredentialsError):
+        return "the worker has no credentials for the spill store"
+    return "the spill store is unreachable"
