@@ -60,6 +60,7 @@ class RgRun:
     returncode: int
     chunks: list[bytes]
     stderr: str
+    fifo_refused: bool = False  # killed blocked on a FIFO outside the workspace
 
     @property
     def stdout(self) -> bytes:
@@ -221,13 +222,13 @@ class Executor:
                     task.cancel()
                     with contextlib.suppress(BaseException):
                         await task
-        if watch is not None and watch.done() and not watch.cancelled() and watch.result():
+        fifo_refused = bool(
+            watch is not None and watch.done() and not watch.cancelled() and watch.result()
+        )
+        if fifo_refused:
+            assert watch is not None
             log.warning(
                 "rg was stopped blocked on a FIFO outside the workspace: %r", watch.result()
-            )
-            raise SearchError(
-                ErrorCode.SEARCH_FAILED,
-                "an ignore file in the workspace is a FIFO that cannot be read; remove it",
             )
         if self.sandbox is not None and returncode == LAUNCH_FAILED:
             log.error("the sandbox launcher failed: %s", stderr.decode("utf-8", "replace")[:500])
@@ -244,6 +245,7 @@ class Executor:
             returncode=returncode,
             chunks=chunks,
             stderr=stderr.decode("utf-8", "replace"),
+            fifo_refused=fifo_refused,
         )
 
     async def _kill(self, proc: asyncio.subprocess.Process) -> None:

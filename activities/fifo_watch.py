@@ -56,7 +56,7 @@ def blocked_fifo_opens(pid: int) -> list[str]:
                 if number not in _OPEN_SYSCALLS:
                     continue
                 if number == 257:
-                    dirfd, pointer = _signed(int(fields[1], 16)), int(fields[2], 16)
+                    dirfd, pointer = _signed_int(int(fields[1], 16)), int(fields[2], 16)
                 else:
                     dirfd, pointer = _AT_FDCWD, int(fields[1], 16)
                 name = _read_c_string(pid, pointer)
@@ -95,8 +95,10 @@ def unblock_fifo_opens(pid: int, inside: Callable[[str], bool]) -> list[str]:
     return refused
 
 
-def _signed(value: int) -> int:
-    return value - (1 << 64) if value >= 1 << 63 else value
+def _signed_int(value: int) -> int:
+    """A C ``int`` argument as /proc shows it (its low 32 bits, unsigned) as a Python int."""
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
 
 
 def _read_c_string(pid: int, pointer: int) -> str:

@@ -62,13 +62,18 @@ class Sandbox:
         return [self.python, "-I", "-S", LAUNCHER, *options, "--", *argv]
 
 
-def sandbox_for(setting: str, memory_mb: int) -> Sandbox:
+def sandbox_for(setting: str, memory_mb: int, *, abi: int | None = None) -> Sandbox:
     """The sandbox ``FS_SEARCH_SANDBOX`` asks for on this kernel.
+
+    ``abi`` is the kernel's Landlock ABI (probed when None; 0 means no Landlock).
 
     Raises:
         SandboxUnavailable: ``required`` and the kernel has no Landlock.
     """
-    abi = 0 if setting == "off" else landlock_abi()
+    if setting == "off":
+        abi = 0
+    elif abi is None:
+        abi = landlock_abi()
     if abi == 0 and setting == "required":
         raise SandboxUnavailable(
             "FS_SEARCH_SANDBOX=required but this kernel has no Landlock (Linux >= 5.13 with "

@@ -50,8 +50,8 @@ from fs_search.activities.telemetry import SearchTelemetry, mark_failed, outcome
 log = logging.getLogger(__name__)
 
 IGNORE_FILES_SKIPPED = (
-    "(ignore files were not applied: one in the workspace could not be read within "
-    "the worker's memory limit, so ignored files are included)"
+    "(ignore files were not applied: one in the workspace could not be read safely, "
+    "so files it would hide are included)"
 )
 T = TypeVar("T")
 R = TypeVar("R", GlobRequest, GrepRequest)
@@ -261,10 +261,10 @@ class SearchActivities:
         ignore_note = None
         with self._rg_span("grep", progress) as span:
             run = await self._run_rg(argv, target, budget, progress)
-            if run.aborted:
-                # An ignore file the tree planted (huge, endless) made rg exhaust its memory
-                # limit: search again without ignore files, and say so.
-                log.warning("rg ran out of memory; searching again without ignore files")
+            if run.aborted or run.fifo_refused:
+                # An ignore file the tree planted (huge, endless, a FIFO outside) stopped
+                # rg: search again without ignore files, and say so.
+                log.warning("rg was stopped by an ignore file; searching again without them")
                 argv = argv_for(False)
                 run = await self._run_rg(argv, target, budget, progress)
                 ignore_note = IGNORE_FILES_SKIPPED
@@ -410,6 +410,12 @@ class SearchActivities:
         if run.stderr.strip():
             log.info(
                 "rg exit %d; stderr (not shown to the model): %r", run.returncode, run.stderr[:4096]
+            )
+        if run.fifo_refused:
+            raise SearchError(
+                ErrorCode.SEARCH_FAILED,
+                "rg was stopped: it waited on a FIFO (named pipe) in the workspace that "
+                "leads outside it; remove the FIFO",
             )
         try:
             return rg_outcome(

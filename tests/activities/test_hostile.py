@@ -13,7 +13,6 @@ import asyncio.base_events
 import os
 import posixpath
 import subprocess
-import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -229,7 +228,12 @@ def assert_only_rg_argvs(guard: ShellGuard, acts: SearchActivities) -> None:
         assert isinstance(argv, list | tuple) and all(isinstance(a, str | bytes) for a in argv)
         assert os.path.isabs(argv[0]), argv
         rest = list(argv[3:]) if os.path.basename(argv[0]) == "timeout" else list(argv)
-        if rest[:4] == [sys.executable, "-I", "-S", LAUNCHER]:
+        if acts.executor.sandbox and rest[:4] == [
+            acts.executor.sandbox.python,
+            "-I",
+            "-S",
+            LAUNCHER,
+        ]:
             rest = rest[rest.index("--") + 1 :]
         assert rest[0] == rg, argv
 
