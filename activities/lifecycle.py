@@ -66,9 +66,11 @@ async def contract(work: Awaitable[T]) -> T:
         raise
     except Exception as e:
         log.exception("unexpected failure in a search activity")
+        # The exception's text may carry host detail (paths, endpoints): the log has it.
         raise SearchError(
-            ErrorCode.SEARCH_FAILED, f"search failed unexpectedly: {type(e).__name__}: {e}"
-        ).to_application_error() from e
+            ErrorCode.SEARCH_FAILED,
+            f"the search failed unexpectedly ({type(e).__name__}); the worker log has details",
+        ).to_application_error() from None
 
 
 @contextlib.asynccontextmanager

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from temporalio.exceptions import ApplicationError
 
 from fs_search.activities.errors import PatternSuspect, SearchError, rg_outcome
 from fs_search.activities.models import ErrorCode
@@ -116,3 +117,18 @@ def test_nothing_searched_is_an_empty_result():
     )
     assert rg_outcome(2, stderr, produced_output=True, complete=True) is False
     assert rg_outcome(2, stderr + "rg: something else\n", produced_output=True, complete=True)
+
+
+async def test_an_unexpected_failure_is_reported_without_its_text(caplog):
+    """An unexpected exception's text (paths, endpoints) goes to the log, not to the model."""
+    from fs_search.activities.lifecycle import contract
+
+    async def boom() -> None:
+        raise RuntimeError("cannot open /home/worker/.aws/credentials at http://10.0.0.5:9000")
+
+    with pytest.raises(ApplicationError) as info:
+        await contract(boom())
+    assert info.value.type == "SEARCH_FAILED" and "RuntimeError" in info.value.message
+    assert "/home" not in info.value.message and "10.0.0.5" not in info.value.message
+    assert info.value.__cause__ is None
+    assert "10.0.0.5" in caplog.text
