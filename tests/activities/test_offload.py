@@ -135,9 +135,10 @@ async def test_shutdown_kills_helpers():
 def test_helper_exits_when_its_stdin_closes():
     """A helper whose parent is gone (stdin closed) exits by itself."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "fs_search.activities.helper"],
+        [sys.executable, "-I", "-m", "fs_search.activities.helper"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
+        cwd="/",
     )
     assert proc.stdin is not None and proc.stdout is not None
     raw = rg_json(1, 2)
