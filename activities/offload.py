@@ -1,11 +1,12 @@
 """Run CPU-heavy digestion of rg output off the event loop, in helper processes when busy.
 
-Parsing is pure Python, so threads share one core (the GIL). When several large outputs
-are being digested at once, they go to helper processes instead
+Parsing is pure Python, so threads share one core (the GIL). When several large grep
+outputs are being digested at once, they go to helper processes instead
 (``python -I -m fs_search.activities.helper``, our own subprocesses, each in its own
 process group and gone when its stdin closes): concurrent searches then use every core
-while the worker's event loop keeps heartbeating and serving Temporal. Small outputs, and
-a search running alone, stay in a thread, where the hop costs less than shipping the bytes.
+while the worker's event loop keeps heartbeating and serving Temporal. Small outputs, a
+search running alone, and every glob stay in a thread, where the hop costs less than
+shipping the bytes.
 
 Helpers run isolated (``-I``: no PYTHONPATH, no user site, no script directory) in ``/``,
 so nothing in the worker's working directory (a workspace, say) can shadow a module they
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import fcntl
 import functools
 import logging
@@ -31,6 +33,29 @@ log = logging.getLogger(__name__)
 
 # Below this much raw output, a thread hop is cheaper than another process.
 PROCESS_THRESHOLD_BYTES = 512 * 1024
+# Jobs that always stay in a thread. A glob digest is bulk work on bytes (~0.1-0.4 s for
+# 20 MB): a helper saved no time under concurrency, and held the output and its artifact
+# several times over while shipping them.
+THREAD_JOBS = frozenset({"glob"})
+# Allocations from this size are always served by mmap, so freeing them returns the memory.
+MMAP_THRESHOLD_BYTES = 1024 * 1024
+_M_MMAP_THRESHOLD = -3  # glibc's mallopt() parameter number
+
+
+def mmap_large_allocations(threshold: int = MMAP_THRESHOLD_BYTES) -> bool:
+    """Have glibc's malloc serve every allocation of ``threshold`` bytes or more with mmap.
+
+    By default glibc raises that threshold after the first large free (up to 32 MiB), so
+    later outputs, digests and artifacts come from the heap of whichever thread made them
+    and stay resident after they are freed: a digest in one thread and a spill in another
+    then held a large output several times over in RSS. Returns False where there is no
+    glibc ``mallopt`` (the setting is process-wide and harmless to repeat).
+    """
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, threshold))
 
 
 def default_processes() -> int:
@@ -94,12 +119,16 @@ class _Helper:
 class Offload:
     """Where digestion runs: a thread for small outputs, a helper process for large ones.
 
+    Creating one makes large allocations return to the OS when freed
+    (:func:`mmap_large_allocations`), so RSS follows what digests hold.
+
     Args:
         processes: helper processes at most (0: always a thread). They start on demand.
         threshold: raw bytes from which work goes to a helper.
     """
 
     def __init__(self, processes: int, *, threshold: int = PROCESS_THRESHOLD_BYTES) -> None:
+        mmap_large_allocations()
         self.processes = processes
         self.threshold = threshold
         self._idle: list[_Helper] = []
@@ -111,7 +140,8 @@ class Offload:
         """``digest.<job>(chunks, **kwargs)``: in a helper for a large output, else a thread.
 
         A lone digest stays in a thread even when large: shipping the output to another
-        process only pays off when digests would otherwise queue for the one core.
+        process only pays off when digests would otherwise queue for the one core. Jobs in
+        ``THREAD_JOBS`` always stay.
         """
         self._in_flight += 1
         try:
@@ -122,7 +152,8 @@ class Offload:
     async def _run(self, job: str, chunks: list[bytes], kwargs: dict[str, Any]) -> Any:
         local = functools.partial(JOBS[job], chunks, **kwargs)
         alone = self._in_flight <= 1
-        if self.processes <= 0 or alone or sum(len(c) for c in chunks) < self.threshold:
+        small = sum(len(c) for c in chunks) < self.threshold
+        if self.processes <= 0 or alone or small or job in THREAD_JOBS:
             return await asyncio.to_thread(local)
         if self._available is None:
             self._available = asyncio.Semaphore(self.processes)

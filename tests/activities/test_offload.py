@@ -13,7 +13,7 @@ import pytest
 
 from fs_search.activities import digest, parse
 from fs_search.activities.helper import HEADER, frame
-from fs_search.activities.offload import Offload
+from fs_search.activities.offload import Offload, mmap_large_allocations
 from fs_search.activities.paths import SearchTarget
 from tests.helpers import group_alive
 
@@ -151,3 +151,55 @@ def test_helper_exits_when_its_stdin_closes():
     assert status == "ok" and result.total == 2
     proc.stdin.close()
     assert proc.wait(timeout=10) == 0
+
+
+async def test_glob_digests_stay_in_a_thread():
+    """Large globs digested at once never start a helper (bulk byte work: a thread is cheaper)."""
+    raw = b"".join(b"d%d/f%05d\0" % (i % 7, i) for i in range(20_000))
+    offload = Offload(2, threshold=10)
+    try:
+        kw = {"target": KW["target"], "cap": 5, "sample": True, "artifact": True}
+        results = await asyncio.gather(*[offload.run("glob", [raw], **kw) for _ in range(3)])
+        assert offload.helper_pids == []
+        assert all(r.total == 20_000 and len(r.shown) == 5 for r in results)
+    finally:
+        offload.shutdown()
+
+
+# Frees 20 MB buffers on the main thread (which raises glibc's mmap threshold by default),
+# then in a thread: prints the RSS still held once everything is freed.
+RETAINED = """
+import sys, threading
+from fs_search.activities import offload
+if sys.argv[1] == "mmap":
+    assert offload.mmap_large_allocations()
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+def churn():
+    for _ in range(3):
+        blob = b"x" * 20_000_000
+        del blob
+base = rss()
+churn()
+thread = threading.Thread(target=churn)
+thread.start()
+thread.join()
+print(rss() - base)
+"""
+
+
+def retained(mode: str) -> int:
+    out = subprocess.run(
+        [sys.executable, "-c", RETAINED, mode], capture_output=True, check=True, text=True
+    )
+    return int(out.stdout)
+
+
+def test_freed_large_buffers_return_to_the_os():
+    """With mmap_large_allocations (every Offload applies it), a digest's freed outputs leave
+    RSS; by default glibc keeps them resident in the thread's heap."""
+    if not mmap_large_allocations():
+        pytest.skip("no glibc mallopt")
+    assert retained("default") >= 15_000_000  # the problem is real here
+    assert retained("mmap") < 5_000_000
