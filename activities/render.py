@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from fs_search.activities.models import ReadSpillResult
 from fs_search.activities.parse import FileLines
 
 NO_FILES = "No files found"
@@ -284,13 +285,18 @@ def one_line(text: str) -> str:
     return text.translate(_LINE_BREAKS)
 
 
-def read_spill_text(
-    text: str, *, offset: int, shown: int, total: int, next_offset: int | None
-) -> str:
-    """A read_spill page for the model, with where it sits in the artifact."""
-    if total == 0 or shown == 0:
-        return f"(No lines at offset {offset}; the result has {total} lines.)"
-    where = f"(Lines {offset + 1}-{offset + shown} of {total}"
-    if next_offset is not None:
-        return f"{text}\n\n{where}; continue with offset={next_offset}.)"
-    return f"{text}\n\n{where}; end of the result.)"
+def read_spill_text(page: ReadSpillResult) -> str:
+    """A read_spill page as the model sees it, with where it sits in the artifact."""
+    end = page.total_lines if page.next_offset is None else page.next_offset
+    shown = max(end - page.offset, 0)
+    if shown == 0:
+        if page.total_lines == 0:
+            return "(The result is empty: it has no lines.)"
+        return (
+            f"(No lines at offset {page.offset}: the result has {page.total_lines} lines, "
+            f"so offsets run from 0 to {page.total_lines - 1}.)"
+        )
+    where = f"(Lines {page.offset + 1}-{page.offset + shown} of {page.total_lines}"
+    if page.next_offset is not None:
+        return f"{page.text}\n\n{where}; continue with offset={page.next_offset}.)"
+    return f"{page.text}\n\n{where}; end of the result.)"

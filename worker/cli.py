@@ -47,7 +47,16 @@ def _parser() -> argparse.ArgumentParser:
 
     for tool in ("glob", "grep"):
         t = sub.add_parser(tool, help=f"run one {tool} call")
-        t.add_argument("pattern")
+        if tool == "grep":
+            t.add_argument("pattern", nargs="?", help="the regex (or give it with -e)")
+            t.add_argument(
+                "-e",
+                "--regexp",
+                metavar="PATTERN",
+                help="the regex, for one that starts with '-' (e.g. -e '-->')",
+            )
+        else:
+            t.add_argument("pattern")
         t.add_argument("--path", help="search root (relative to --cwd, or absolute)")
         if tool == "grep":
             t.add_argument("--include", help="one glob limiting which files are searched")
@@ -95,10 +104,28 @@ def _connection_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", help="temporalio envconfig profile")
 
 
+def _attach_regexp(argv: list[str]) -> list[str]:
+    """``-e X`` / ``--regexp X`` as ``--regexp=X``: argparse refuses a separate value that
+    starts with ``-`` (``-e -->``), which is exactly what the option is for."""
+    out: list[str] = []
+    rest = iter(argv)
+    for arg in rest:
+        if arg == "--":
+            out.append(arg)
+            out.extend(rest)
+            break
+        if arg in ("-e", "--regexp"):
+            value = next(rest, None)
+            out.append("--regexp" if value is None else f"--regexp={value}")
+        else:
+            out.append(arg)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``fs-search`` console script."""
     parser = _parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_attach_regexp(sys.argv[1:] if argv is None else list(argv)))
     level = logging.INFO if (args.verbose or args.command in ("worker", "dev")) else logging.WARNING
     logging.basicConfig(
         level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -111,6 +138,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 parser.error("--address requires --workspace-id")
             if args.workspace and args.address:
                 parser.error("--workspace (embedded mode) and --address are exclusive")
+            if args.command == "grep":
+                if (args.pattern is None) == (args.regexp is None):
+                    parser.error("give the pattern once: as PATTERN or with -e/--regexp")
+                args.pattern = args.regexp if args.pattern is None else args.pattern
             return asyncio.run(_call(args))
         if args.command == "spill":
             return asyncio.run(_spill_read(args))
@@ -206,16 +237,7 @@ async def _spill_read(args: argparse.Namespace) -> int:
         return EXIT_TOOL_ERROR
     finally:
         await _close(store)
-    shown = (page.next_offset or page.total_lines) - page.offset
-    print(
-        read_spill_text(
-            page.text,
-            offset=page.offset,
-            shown=shown,
-            total=page.total_lines,
-            next_offset=page.next_offset,
-        )
-    )
+    print(read_spill_text(page))
     return EXIT_OK
 
 

@@ -222,15 +222,7 @@ class FsSearchTools:
                 raise
             return map_failure(e, workspace_id=self.workspace_id, queue=self.task_queue)
         if isinstance(result, ReadSpillResult):
-            shown = (result.next_offset or result.total_lines) - result.offset
-            text = render.read_spill_text(
-                result.text,
-                offset=result.offset,
-                shown=shown,
-                total=result.total_lines,
-                next_offset=result.next_offset,
-            )
-            return ToolResult(text=text, result=result)
+            return ToolResult(text=render.read_spill_text(result), result=result)
         return ToolResult(text=result.text, result=result)
 
 

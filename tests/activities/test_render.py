@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fs_search.activities import render
+from fs_search.activities.models import ReadSpillResult
 from fs_search.activities.render import GlobPage, Line, SpillNote
 
 
@@ -164,11 +165,30 @@ def test_partial_note():
     assert text.endswith(render.PARTIAL_NOTE)
 
 
+def _page(text: str, offset: int, next_offset: int | None, total: int) -> ReadSpillResult:
+    return ReadSpillResult(
+        locator="L", text=text, offset=offset, next_offset=next_offset, total_lines=total
+    )
+
+
 def test_read_spill_text_footer():
     """A read_spill page says where it is and how to continue."""
-    assert render.read_spill_text("a\nb", offset=0, shown=2, total=5, next_offset=2).endswith(
+    assert render.read_spill_text(_page("a\nb", 0, 2, 5)).endswith(
         "(Lines 1-2 of 5; continue with offset=2.)"
     )
-    assert "end of the result" in render.read_spill_text(
-        "e", offset=4, shown=1, total=5, next_offset=None
+    assert render.read_spill_text(_page("e", 4, None, 5)).endswith(
+        "(Lines 5-5 of 5; end of the result.)"
+    )
+
+
+@pytest.mark.parametrize("offset", [3, 10])
+def test_read_spill_past_the_end_says_where_the_lines_are(offset):
+    """Past the last line: no nonsense range, but how many lines there are."""
+    text = render.read_spill_text(_page("", offset, None, 3))
+    assert (
+        text
+        == f"(No lines at offset {offset}: the result has 3 lines, so offsets run from 0 to 2.)"
+    )
+    assert (
+        render.read_spill_text(_page("", 0, None, 0)) == "(The result is empty: it has no lines.)"
     )

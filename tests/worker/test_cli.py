@@ -78,6 +78,18 @@ def test_embedded_sampling_default_and_opt_out(tmp_path):
     assert len(full["result"]["paths"]) == 121 and full["result"]["spill"] is None
 
 
+def test_grep_regexp_option_takes_a_pattern_starting_with_a_dash(tmp_path):
+    """-e/--regexp passes a pattern such as `-->` without `--`; PATTERN xor -e."""
+    ws = write_tree(tmp_path / "ws", {"a.html": "<!-- note -->\n", "b.txt": "plain\n"})
+    env = {"FS_SEARCH_SPILL_URL": f"file://{tmp_path}/spill"}
+    for flag in ("-e", "--regexp"):
+        p = cli("grep", flag, "-->", "--workspace", str(ws), env=env)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout == "a.html:\n  Line 1: <!-- note -->\n"
+    both = cli("grep", "x", "-e", "y", "--workspace", str(ws))
+    assert both.returncode == 2 and "give the pattern once" in both.stderr
+
+
 def test_tool_error_exits_1(ws):
     """A tool error prints `Error: ...` and exits 1."""
     p = cli("grep", "(", "--workspace", str(ws))
