@@ -42,6 +42,8 @@ ALIASES = {
     "big-glob": "glob",
     "concurrency": "concurrency",
     "memory": "memory",
+    "globmem": "globmem",
+    "glob-memory": "globmem",
     "cancel": "cancel",
 }
 

@@ -8,6 +8,8 @@ Layout under the corpus directory (default ``bench/.corpus``)::
       overflow/         files whose ``rg --json OVERFLOW_PATTERN`` output is >= 100 MB
       mid/pNN/          MID_DIRS directories, each 1-2 MB of ``rg --json MID_PATTERN`` output
       glob/             GLOB_DIRS x GLOB_PER_DIR empty files
+      globmem/aNN/mNN/  GLOBMEM_AREAS x GLOBMEM_MODULES x GLOBMEM_FILES empty files whose
+                        ``rg --files --null`` output is just under 20 MB (the raw output cap)
       cancel/huge.bin   a 100 GiB sparse file (rg scans it for minutes, using no disk)
     markers/<part>.json the parameters and measured sizes of each built part
 
@@ -54,6 +56,12 @@ MID_RAW_RANGE = (1_000_000, 2_000_000)
 GLOB_DIRS = 100
 GLOB_PER_DIR = 1_000
 
+GLOBMEM_AREAS = 20
+GLOBMEM_MODULES = 50
+GLOBMEM_FILES = 500
+# About 20 MB of short paths (36 bytes each), under the worker's 20 MB raw output cap.
+GLOBMEM_RAW_RANGE = (15_000_000, 19_900_000)
+
 SPARSE_BYTES = 100 * 1024**3
 CANCEL_PATTERN = "needle_never_found"
 
@@ -83,6 +91,8 @@ class Corpus:
     mid_dirs: list[str] = field(default_factory=list)
     mid_raw_bytes: list[int] = field(default_factory=list)
     glob_files: int = 0
+    globmem_files: int = 0
+    globmem_raw_bytes: int = 0
     sparse_file: str = "cancel/huge.bin"
     parts: list[str] = field(default_factory=list)
 
@@ -98,6 +108,8 @@ class Corpus:
             "mid": f"mid: {len(self.mid_dirs)} dirs, rg --json output "
             f"{min(mid) / 1e6:.2f}-{max(mid) / 1e6:.2f} MB each for {MID_PATTERN!r}",
             "glob": f"glob: {self.glob_files} empty files in {GLOB_DIRS} dirs",
+            "globmem": f"globmem: {self.globmem_files} empty files, rg --files output "
+            f"{self.globmem_raw_bytes / 1e6:.1f} MB",
             "cancel": f"cancel: {self.sparse_file}, {SPARSE_BYTES // 1024**3} GiB sparse",
         }
         return [f"corpus: {self.workspace}"] + [f"  {lines[p]}" for p in self.parts]
@@ -127,6 +139,14 @@ def rg_json_size(rg: str, pattern: str, cwd: Path) -> tuple[int, int]:
     if proc.returncode not in (0, 1):
         raise CorpusError(f"rg exited with {proc.returncode} measuring {cwd}")
     return size, matches
+
+
+def rg_files_size(rg: str, cwd: Path) -> tuple[int, int]:
+    """(bytes, names) of ``rg --files --null`` in ``cwd`` as the worker's glob lists them,
+    read through a pipe."""
+    argv = [rg, "--files", "--null", "--no-config", "--no-ignore", "--hidden"]
+    out = subprocess.run(argv, cwd=cwd, stdout=subprocess.PIPE, check=True).stdout
+    return len(out), out.count(b"\0")
 
 
 def reference_env() -> dict[str, str]:
@@ -165,6 +185,7 @@ def build(
         "overflow": _build_overflow,
         "mid": _build_mid,
         "glob": _build_glob,
+        "globmem": _build_globmem,
         "cancel": _build_cancel,
     }
     for name, builder in builders.items():
@@ -213,6 +234,11 @@ def _params(name: str) -> dict[str, Any]:
             "pattern": MID_PATTERN,
         },
         "glob": {"dirs": GLOB_DIRS, "per_dir": GLOB_PER_DIR},
+        "globmem": {
+            "areas": GLOBMEM_AREAS,
+            "modules": GLOBMEM_MODULES,
+            "files": GLOBMEM_FILES,
+        },
         "cancel": {"bytes": SPARSE_BYTES},
     }
     return table[name]
@@ -336,6 +362,23 @@ def _build_glob(out: Path, corpus: Corpus) -> dict[str, Any]:
             os.close(os.open(sub / f"f{i:04}.txt", flags, 0o644))
     count = sum(1 for d in out.iterdir() for _ in os.scandir(d))
     return {"glob_files": count}
+
+
+def _build_globmem(out: Path, corpus: Corpus) -> dict[str, Any]:
+    flags = os.O_CREAT | os.O_WRONLY | os.O_EXCL
+    n = 0
+    for a in range(GLOBMEM_AREAS):
+        for m in range(GLOBMEM_MODULES):
+            sub = out / f"area_{a:02}" / f"module_{m:02}"
+            sub.mkdir(parents=True)
+            for _ in range(GLOBMEM_FILES):
+                os.close(os.open(sub / f"file_{n:06}_x.txt", flags, 0o644))
+                n += 1
+    size, names = rg_files_size(corpus.rg, out)
+    low, high = GLOBMEM_RAW_RANGE
+    if not low <= size <= high or names != n:
+        raise CorpusError(f"globmem corpus: rg --files lists {names} names in {size} bytes")
+    return {"globmem_files": names, "globmem_raw_bytes": size}
 
 
 def _build_cancel(out: Path, corpus: Corpus) -> dict[str, Any]:

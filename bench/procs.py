@@ -92,6 +92,18 @@ def status_kb(pid: int, key: str) -> int:
     raise KeyError(f"{key} not in /proc/{pid}/status")
 
 
+def digest_helpers(pid: int) -> list[int]:
+    """Pids of the digest helper processes ``pid`` started (``fs_search.activities.helper``)."""
+    helpers: list[int] = []
+    for child in psutil.Process(pid).children(recursive=True):
+        try:
+            if "fs_search.activities.helper" in child.cmdline():
+                helpers.append(child.pid)
+        except psutil.Error:
+            continue
+    return helpers
+
+
 def reset_peak(pid: int) -> bool:
     """Reset ``VmHWM`` to the current RSS (``echo 5 > clear_refs``); False if not allowed."""
     try:

@@ -39,6 +39,7 @@ NAMES = {
     "glob": "big glob",
     "concurrency": "concurrency",
     "memory": "memory",
+    "globmem": "glob memory",
     "cancel": "cancel",
 }
 PARTS = {
@@ -48,6 +49,7 @@ PARTS = {
     "glob": {"glob"},
     "concurrency": {"mid"},
     "memory": {"small", "mid", "heavy"},
+    "globmem": {"glob", "globmem"},
     "cancel": {"cancel"},
 }
 TARGETS = {
@@ -57,6 +59,7 @@ TARGETS = {
     "glob": Target("ratio", "<=", 1.5),
     "concurrency": Target("ratio", ">=", 1.6),
     "memory": Target("ratio", "<=", 3.0),
+    "globmem": Target("ratio", "<=", 3.0),
     "cancel": Target("p95", "<=", 1500, "ms"),
 }
 
@@ -89,6 +92,7 @@ FULL_COUNTS = {
     "glob": 9,
     "concurrency": 5,
     "memory": 3,
+    "globmem": 3,
     "cancel": 20,
 }
 QUICK_COUNTS = {
@@ -98,6 +102,7 @@ QUICK_COUNTS = {
     "glob": 3,
     "concurrency": 2,
     "memory": 2,
+    "globmem": 2,
     "cancel": 10,
 }
 
@@ -325,64 +330,119 @@ async def concurrency(ctx: Context) -> RowResult:
     )
 
 
-async def memory(ctx: Context) -> RowResult:
-    """Peak RSS growth of a worker process during the output-heavy grep vs its raw bytes.
+@dataclass
+class Growth:
+    """Peak RSS growth (bytes) of a fresh worker process and its digest helpers during a call."""
 
-    Each trial starts a fresh ``fs-search worker`` process, warms it with a small and a
-    mid-size grep (so lazily loaded code is in), resets its peak RSS (``clear_refs``),
-    runs the output-heavy grep, and reads ``VmHWM`` - the RSS before the call. An RSS
-    sampler (5 ms) runs alongside as a cross-check.
+    worker: float
+    helpers: float
+    sampled: float
+    idle_rss: float
+    exact: bool
+
+
+async def _peak_growth(
+    ctx: Context, warm: list[Call], call: Call, check: Callable[[ToolResult], None]
+) -> Growth:
+    """Start a fresh ``fs-search worker`` process, warm it with ``warm`` (so lazily loaded
+    code is in), reset its and its digest helpers' peak RSS (``clear_refs``), run ``call``
+    and read each ``VmHWM`` - the RSS before the call. An RSS sampler (5 ms) on the worker
+    runs alongside as a cross-check, and replaces ``VmHWM`` where ``clear_refs`` is denied.
     """
     env = ctx.env
+    async with child_worker(env) as child:
+        wsid = child.workspace_id
+        idle = procs.status_kb(child.pid, "VmRSS") * 1024
+        for result in await env.execute(CallsWorkflow, env.spec(*warm, workspace_id=wsid)):
+            if result.is_error:
+                raise WrongResult(f"warm-up failed: {result.text[:300]}")
+            _drop_spill(result)
+        await asyncio.sleep(0.2)
+        pids = [child.pid, *procs.digest_helpers(child.pid)]
+        before = {pid: procs.status_kb(pid, "VmRSS") * 1024 for pid in pids}
+        exact = all([procs.reset_peak(pid) for pid in pids])
+        with procs.RssSampler(child.pid) as sampler:
+            results = await env.execute(CallsWorkflow, env.spec(call, workspace_id=wsid))
+        peak = {pid: procs.status_kb(pid, "VmHWM") * 1024 for pid in pids}
+        result = _one(results)
+        check(result)
+        _drop_spill(result)
+    grown = {pid: max(peak[pid] - before[pid], 0) for pid in pids}
+    sampled = max(sampler.peak - before[child.pid], 0)
+    return Growth(
+        worker=grown[child.pid] if exact else sampled,
+        helpers=sum(grown[pid] for pid in pids[1:]),
+        sampled=sampled,
+        idle_rss=idle,
+        exact=exact,
+    )
+
+
+async def memory(ctx: Context) -> RowResult:
+    """Peak RSS growth of a worker process during the output-heavy grep vs its raw bytes."""
     corpus = ctx.corpus
     raw = corpus.heavy_raw_bytes
-    growth: list[float] = []
-    sampled: list[float] = []
-    idle: list[float] = []
-    exact = True
-    for _ in range(ctx.n("memory")):
-        async with child_worker(env) as child:
-            wsid = child.workspace_id
-            idle.append(procs.status_kb(child.pid, "VmRSS") * 1024 / MB)
-            warm = env.spec(
-                Call(tool="grep", arguments={"pattern": c.SMALL_PATTERN}, cwd="small"),
-                Call(tool="grep", arguments={"pattern": c.MID_PATTERN}, cwd=corpus.mid_dirs[0]),
-                workspace_id=wsid,
-            )
-            for result in await env.execute(CallsWorkflow, warm):
-                if result.is_error:
-                    raise WrongResult(f"warm-up failed: {result.text[:300]}")
-                _drop_spill(result)
-            await asyncio.sleep(0.2)
-            spec = env.spec(
-                Call(tool="grep", arguments={"pattern": c.HEAVY_PATTERN}, cwd="heavy"),
-                workspace_id=wsid,
-            )
-            before = procs.status_kb(child.pid, "VmRSS") * 1024
-            exact = procs.reset_peak(child.pid) and exact
-            with procs.RssSampler(child.pid) as sampler:
-                results = await env.execute(CallsWorkflow, spec)
-            peak = procs.status_kb(child.pid, "VmHWM") * 1024
-            result = _one(results)
-            _grep_ok(result, total=corpus.heavy_matches, spilled=True)
-            _drop_spill(result)
-            growth.append(max(peak if exact else sampler.peak, before) - before)
-            sampled.append(max(sampler.peak - before, 0) / MB)
-    growth_mb = [g / MB for g in growth]
+    warm = [
+        Call(tool="grep", arguments={"pattern": c.SMALL_PATTERN}, cwd="small"),
+        Call(tool="grep", arguments={"pattern": c.MID_PATTERN}, cwd=corpus.mid_dirs[0]),
+    ]
+    call = Call(tool="grep", arguments={"pattern": c.HEAVY_PATTERN}, cwd="heavy")
+
+    def check(result: ToolResult) -> None:
+        _grep_ok(result, total=corpus.heavy_matches, spilled=True)
+
+    trials = [await _peak_growth(ctx, warm, call, check) for _ in range(ctx.n("memory"))]
     return _row(
         "memory",
         units="MB",
-        project=growth_mb,
-        reference=[raw / MB] * len(growth_mb),
+        project=[t.worker / MB for t in trials],
+        reference=[raw / MB] * len(trials),
         project_label="worker process peak RSS growth during the output-heavy grep",
         reference_label="the grep's raw rg --json output",
+        details=_growth_details(trials, raw),
+    )
+
+
+async def glob_memory(ctx: Context) -> RowResult:
+    """Peak RSS growth of a worker process and its digest helpers during a glob listing
+    ~18 MB of short paths (sampled page + spill) vs the raw ``rg --files`` bytes."""
+    corpus = ctx.corpus
+    raw = corpus.globmem_raw_bytes
+    warm = [Call(tool="glob", arguments={"pattern": "*.txt"}, cwd="glob")]
+    call = Call(tool="glob", arguments={"pattern": "*.txt"}, cwd="globmem")
+
+    def check(result: ToolResult) -> None:
+        glob = result.result
+        if result.is_error or not isinstance(glob, GlobResult):
+            raise WrongResult(f"glob failed: {result.text[:300]}")
+        if glob.total != corpus.globmem_files or glob.spill is None:
+            raise WrongResult(f"glob found {glob.total} (spill {glob.spill_error})")
+
+    trials = [await _peak_growth(ctx, warm, call, check) for _ in range(ctx.n("globmem"))]
+    return _row(
+        "globmem",
+        units="MB",
+        project=[(t.worker + t.helpers) / MB for t in trials],
+        reference=[raw / MB] * len(trials),
+        project_label="worker + digest helpers peak RSS growth during a glob of ~18 MB of paths",
+        reference_label="the glob's raw rg --files --null output",
         details={
-            "method": "VmHWM after clear_refs" if exact else "psutil RSS sampled every 5 ms",
-            "sampled_growth_mb": [round(s, 1) for s in sampled],
-            "worker_idle_rss_mb": [round(i, 1) for i in idle],
-            "raw_bytes": raw,
+            "files": corpus.globmem_files,
+            "worker_growth_mb": [round(t.worker / MB, 1) for t in trials],
+            "helpers_growth_mb": [round(t.helpers / MB, 1) for t in trials],
+            **_growth_details(trials, raw),
         },
     )
+
+
+def _growth_details(trials: list[Growth], raw: int) -> dict[str, Any]:
+    exact = all(t.exact for t in trials)
+    return {
+        "method": "VmHWM after clear_refs" if exact else "psutil RSS sampled every 5 ms",
+        "sampled_growth_mb": [round(t.sampled / MB, 1) for t in trials],
+        "worker_idle_rss_mb": [round(t.idle_rss / MB, 1) for t in trials],
+        "raw_bytes": raw,
+    }
 
 
 async def cancel(ctx: Context) -> RowResult:
@@ -471,5 +531,6 @@ ROWS: dict[str, Callable[[Context], Awaitable[RowResult]]] = {
     "glob": big_glob,
     "concurrency": concurrency,
     "memory": memory,
+    "globmem": glob_memory,
     "cancel": cancel,
 }
