@@ -34,7 +34,8 @@ class FsSearchConfig(BaseModel):
     # store's bucket or directory) instead of the event history.
     payload_threshold_bytes: int = Field(256 * 1024, ge=1024, le=1536 * 1024)
     trace_patterns: bool = False
-    rg_path: str | None = None
+    # An absolute path: a relative one would resolve against rg's cwd, the workspace.
+    rg_path: str | None = Field(None, pattern=r"^/")
     # rg's own worker threads per search (None: rg decides). With many concurrent
     # searches on few cores, 1-2 avoids oversubscription.
     rg_threads: int | None = Field(None, ge=1)

@@ -82,13 +82,6 @@ class GlobDigest:
     artifact: str | None = None
     every: list[str] | None = None
 
-    @property
-    def display(self) -> list[str]:
-        """Every display path: ``every``, kept while callers still read it under this name."""
-        if self.every is None:
-            raise AttributeError("display: every path was not asked for (every=False)")
-        return self.every
-
 
 def glob(
     chunks: list[bytes],
@@ -97,7 +90,7 @@ def glob(
     cap: int,
     sample: bool,
     artifact: bool,
-    every: bool = True,
+    every: bool,
 ) -> GlobDigest:
     """Page ``rg --files --null`` output; the artifact when asked and over cap.
 

@@ -210,10 +210,9 @@ class SearchActivities:
                 cap=cfg.glob_max_results,
                 sample=cfg.sample_over_cap_glob_results,
                 artifact=req.spill,
+                every=not req.spill,
             )
-        display, page = got.display, got.page
-        shown = [display[i] for i in page.indices]
-        total = len(display)
+        shown, page, total = got.shown, got.page, got.total
         truncated = total > len(shown)
         ref, error, note = None, None, None
         if truncated and req.spill and got.artifact is not None:
@@ -222,13 +221,14 @@ class SearchActivities:
             text = render.glob_text(
                 shown, page, total=total, root=target.root, spill=note, partial=partial
             )
+        every = got.every or []
         if not req.spill:
             await self.saver.ready_for(
-                sum(len(p) + 4 for p in display) + len(text), cfg.payload_threshold_bytes
+                sum(len(p) + 4 for p in every) + len(text), cfg.payload_threshold_bytes
             )
         return GlobResult(
             root=target.root,
-            paths=shown if req.spill else display,
+            paths=shown if req.spill else every,
             total=total,
             truncated=truncated,
             sampled=page.sampled,

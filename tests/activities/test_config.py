@@ -44,6 +44,9 @@ def test_defaults_and_environment_names():
         ("FS_SEARCH_TIMEOUT_MS", "0"),
         ("FS_SEARCH_RAW_OUTPUT_MAX_BYTES", "lots"),
         ("FS_SEARCH_SAMPLE_OVER_CAP_GLOB_RESULTS", "maybe"),
+        ("FS_SEARCH_RG_PATH", "bin/rg"),  # relative: would resolve in the workspace
+        ("FS_SEARCH_SANDBOX", "sometimes"),
+        ("FS_SEARCH_RG_MEMORY_MB", "16"),
     ],
 )
 def test_invalid_values_are_refused_naming_the_key(name, value):

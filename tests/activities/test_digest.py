@@ -80,7 +80,7 @@ def test_glob_digest_matches_rendering_the_decoded_list(
 
 def test_empty_names_and_a_missing_last_nul_are_tolerated():
     """Empty names are never listed and the last name needs no NUL (rg always ends with one)."""
-    got = digest.glob([b"\0a/1\0\0", b"b/2"], ROOT, cap=5, sample=True, artifact=True)
+    got = digest.glob([b"\0a/1\0\0", b"b/2"], ROOT, cap=5, sample=True, artifact=True, every=True)
     assert (got.total, got.shown, got.every, got.artifact) == (
         2,
         ["a/1", "b/2"],
@@ -92,7 +92,7 @@ def test_empty_names_and_a_missing_last_nul_are_tolerated():
 def test_top_level_entries_are_told_apart_by_their_bytes():
     """Two directories whose names decode to the same text are two entries, not one."""
     names = [b"\xff/1", b"\xff/2", b"\xfe/1", b"\xff/3", b"ok"]
-    got = digest.glob([b"\0".join(names) + b"\0"], ROOT, cap=3, sample=True, artifact=False)
+    got = digest.glob([b"\0".join(names) + b"\0"], ROOT, cap=3, sample=True, artifact=False, every=False)
     assert got.shown == ["\ufffd/1", "\ufffd/1", "ok"]
     assert (got.page.indices, got.page.groups_total) == ([0, 2, 4], 3)
 
