@@ -92,7 +92,9 @@ def test_empty_names_and_a_missing_last_nul_are_tolerated():
 def test_top_level_entries_are_told_apart_by_their_bytes():
     """Two directories whose names decode to the same text are two entries, not one."""
     names = [b"\xff/1", b"\xff/2", b"\xfe/1", b"\xff/3", b"ok"]
-    got = digest.glob([b"\0".join(names) + b"\0"], ROOT, cap=3, sample=True, artifact=False, every=False)
+    got = digest.glob(
+        [b"\0".join(names) + b"\0"], ROOT, cap=3, sample=True, artifact=False, every=False
+    )
     assert got.shown == ["\ufffd/1", "\ufffd/1", "ok"]
     assert (got.page.indices, got.page.groups_total) == ([0, 2, 4], 3)
 
