@@ -94,14 +94,20 @@ def glob(
 ) -> GlobDigest:
     """Page ``rg --files --null`` output; the artifact when asked and over cap.
 
+    ``chunks`` is consumed (emptied): the output is not kept twice.
+
     The output stays one ``bytes`` blob: only the page's paths become ``str`` objects
     (and every path when ``every``), so memory is a small multiple of the output.
     """
-    total, page, shown, paths = _listing(
-        _names(chunks), target, cap=cap, sample=sample, every=every
-    )
-    # Built after the listing's blob is gone, from the chunks again: two copies at most.
-    text = _artifact(chunks, target) if artifact and total > len(page.indices) else None
+    names = _names(chunks)
+    # The output is handed over: the caller's chunks go as soon as the blob holds them.
+    chunks.clear()
+    total, page, shown, paths = _listing(names, target, cap=cap, sample=sample, every=every)
+    text = None
+    if artifact and total > len(page.indices):
+        owned = [names]
+        del names  # _artifact drops the blob once decoded: two copies at most
+        text = _artifact(owned, target)
     return GlobDigest(total=total, page=page, shown=shown, artifact=text, every=paths)
 
 
@@ -281,11 +287,12 @@ def _display_text(text: str, target: SearchTarget) -> str:
     return head + text
 
 
-def _artifact(chunks: list[bytes], target: SearchTarget) -> str:
-    """The glob spill artifact (as :func:`render.glob_artifact`) built from the output in bulk.
+def _artifact(owned: list[bytes], target: SearchTarget) -> str:
+    """The glob spill artifact (as :func:`render.glob_artifact`) built from the names blob
+    in bulk; ``owned`` holds the only reference to it, which is dropped once decoded.
 
     Each step replaces the previous copy, so at most two exist at once.
     """
-    text = _display_text(_names(chunks).decode("utf-8", "replace"), target)
+    text = _display_text(owned.pop().decode("utf-8", "replace"), target)
     text = render.one_line(text)
     return text.replace("\0", "\n")

@@ -38,7 +38,7 @@ class Saver:
         ) as span:
             ref, error = None, None
             try:
-                span.set_attribute("fs_search.spill.bytes", len(text.encode("utf-8", "replace")))
+                span.set_attribute("fs_search.spill.bytes", utf8_length(text))
                 async with asyncio.timeout(SPILL_TIMEOUT_S):
                     ref = await self.store.save(spill_key(tool), text)
             except asyncio.CancelledError:
@@ -95,3 +95,15 @@ def _in_our_words(error: Exception) -> str:
     if isinstance(error, TimeoutError):
         return f"the spill store did not answer within {SPILL_TIMEOUT_S:.0f} s"
     return "the spill store failed"
+
+
+_SLICE = 1 << 20
+
+
+def utf8_length(text: str) -> int:
+    """``len(text.encode())`` without a second copy of a large text in memory."""
+    if text.isascii():
+        return len(text)
+    return sum(
+        len(text[i : i + _SLICE].encode("utf-8", "replace")) for i in range(0, len(text), _SLICE)
+    )

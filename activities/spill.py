@@ -23,6 +23,7 @@ log = logging.getLogger("fs_search.activities.spill")
 
 # read_spill reads a file artifact in blocks of this size: memory is the page, not the file.
 READ_BLOCK_BYTES = 256 * 1024
+_WRITE_SLICE = 1 << 20  # characters
 _SAFE = frozenset(string.ascii_letters + string.digits + "-_")
 _SEGMENT = re.compile(r"(?:[A-Za-z0-9_-]|%[0-9A-F]{2})+")
 _BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
@@ -295,7 +296,9 @@ def _write_atomically(target: Path, text: str) -> None:
                 raise
     try:
         with os.fdopen(fd, "w", encoding="utf-8", errors="replace", newline="") as f:
-            f.write(text)
+            # In slices: writing it whole would encode a second full copy at once.
+            for start in range(0, len(text), _WRITE_SLICE):
+                f.write(text[start : start + _WRITE_SLICE])
         os.replace(tmp, target)
     except BaseException:
         try:
