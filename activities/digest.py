@@ -148,9 +148,12 @@ def _listing(
 
 
 def _sampled(names: bytes, total: int, cap: int) -> tuple[render.GlobPage, list[int]]:
-    """The sampled page (as :func:`render.glob_page`) and where its names start.
+    """The sampled page and where its names start.
 
-    Groups are the entries directly under the search root, told apart by their bytes.
+    Rounds take each group's next path, groups in order of first appearance, until the
+    cap; the page shows the groups in that order, each group's paths in list order. A
+    flat result (one path per group) is the head, not sampled. Groups are the entries
+    directly under the search root, told apart by their bytes.
     Only directories are kept in a dict: rg lists each file once, so a file directly
     under the root is a group of its own and is only counted.
     """
@@ -288,8 +291,9 @@ def _display_text(text: str, target: SearchTarget) -> str:
 
 
 def _artifact(owned: list[bytes], target: SearchTarget) -> str:
-    """The glob spill artifact (as :func:`render.glob_artifact`) built from the names blob
-    in bulk; ``owned`` holds the only reference to it, which is dropped once decoded.
+    """The glob spill artifact, every display path (one line each) in list order, built
+    from the names blob in bulk; ``owned`` holds the only reference to it, which is
+    dropped once decoded.
 
     Each step replaces the previous copy, so at most two exist at once.
     """

@@ -25,11 +25,6 @@ class MalformedOutput(ValueError):
 FileLines = list[tuple[int, str]]
 
 
-def glob_paths(stdout: bytes) -> list[str]:
-    """Split ``rg --files --null`` output; names that are not UTF-8 are decoded lossily."""
-    return [name.decode("utf-8", "replace") for name in stdout.split(b"\0") if name]
-
-
 def decode_field(value: dict[str, str] | None) -> str:
     """rg's ``{"text": ...}`` or ``{"bytes": <base64>}`` as text (lossy U+FFFD for non-UTF-8)."""
     if not value:
@@ -43,28 +38,18 @@ def decode_field(value: dict[str, str] | None) -> str:
     return base64.b64decode(raw).decode("utf-8", "replace")
 
 
-def strip_eol(line: str) -> str:
-    """The line without its trailing ``\\n`` or ``\\r\\n``."""
-    if line.endswith("\n"):
-        line = line[:-1]
-        if line.endswith("\r"):
-            line = line[:-1]
-    return line
-
-
 class GrepStream:
-    """Incremental parser of ``rg --json``: feed stdout chunks as they arrive.
+    """Parser of ``rg --json`` fed stdout in pieces, in order, cut anywhere.
 
     Only ``match`` messages are decoded, and only up to the fields a match needs;
-    ``begin``/``end``/``context`` are skipped by prefix without a parse. Matches are
-    grouped by file as they arrive (rg reports a file's matches together, in line order).
-    ``complete`` becomes true when the closing ``summary`` message was seen.
+    ``begin``/``end``/``context``/``summary`` are skipped by prefix or mark without a
+    parse. Matches are grouped by file in output order (rg reports a file's matches
+    together, in line order). Whether rg finished is :func:`ends_with_summary`'s question.
     """
 
     def __init__(self) -> None:
         self.files: dict[str, FileLines] = {}
         self.total = 0
-        self.complete = False
         # The unfinished last line, as the pieces it arrived in: joined once, when its
         # newline comes, so a line spread over many chunks costs its length, not n².
         self._tail: list[bytes] = []
@@ -104,7 +89,7 @@ class GrepStream:
                 raise MalformedOutput(f"unreadable match message: {e}") from e
             if not isinstance(number, int):
                 raise MalformedOutput(f"line_number is not an integer: {number!r}")
-            if text[-1:] == "\n":  # strip_eol, inlined: this loop runs once per match
+            if text[-1:] == "\n":  # the line without its \n or \r\n
                 text = text[:-2] if text[-2:] == "\r\n" else text[:-1]
             found = files.get(path)
             if found is None:
@@ -117,7 +102,6 @@ class GrepStream:
         if not line or line.startswith(_SKIP_PREFIXES) or not line.strip():
             return
         if _SUMMARY_MARK in line:
-            self.complete = True
             return
         raise MalformedOutput(f"unexpected output line: {line[:80]!r}")
 
@@ -160,8 +144,3 @@ def parse_chunks(chunks: list[bytes]) -> GrepStream:
         stream.feed(chunks.pop())
     stream.finish()
     return stream
-
-
-def parse_grep(stdout: bytes) -> GrepStream:
-    """Parse a complete ``rg --json`` output at once (``finish`` already called)."""
-    return parse_chunks([stdout])

@@ -39,51 +39,6 @@ class GlobPage:
     groups_total: int = 0
 
 
-def top_level(rel: str) -> str:
-    """The entry directly under the search root that a path belongs to."""
-    return rel.split("/", 1)[0]
-
-
-def glob_page(rel_paths: Sequence[str], *, cap: int, sample: bool) -> GlobPage:
-    """Choose the inline page of a glob result.
-
-    Under the cap every path is shown. Over it, head mode keeps the mtime-ordered head;
-    sample mode rotates over the top-level entries (in order of first appearance),
-    taking each entry's next path until the cap, and shows the entries in that order
-    with each entry's paths in mtime order. A flat result (one path per entry) is the
-    head and is not marked sampled.
-    """
-    total = len(rel_paths)
-    if total <= cap or not sample:
-        return GlobPage(indices=list(range(min(total, cap))), sampled=False)
-    groups: dict[str, list[int]] = {}
-    for i, rel in enumerate(rel_paths):
-        groups.setdefault(top_level(rel), []).append(i)
-    members = list(groups.values())
-    if all(len(m) == 1 for m in members):
-        return GlobPage(indices=list(range(cap)), sampled=False)
-    taken = [0] * len(members)
-    remaining = cap
-    active = list(range(len(members)))
-    # Each round takes one path from every entry that still has one; over the cap, so
-    # the rounds always end by exhausting `remaining`.
-    while remaining and active:
-        still: list[int] = []
-        for g in active:
-            if not remaining:
-                break
-            taken[g] += 1
-            remaining -= 1
-            if taken[g] < len(members[g]):
-                still.append(g)
-        active = still
-    indices = [i for g, m in enumerate(members) for i in m[: taken[g]]]
-    reached = sum(1 for t in taken if t)
-    return GlobPage(
-        indices=indices, sampled=True, groups_reached=reached, groups_total=len(members)
-    )
-
-
 def glob_text(
     shown: Sequence[str],
     page: GlobPage,
@@ -118,14 +73,6 @@ def glob_text(
     lines = [body, "", footer]
     lines += _spill_lines(spill, what=f"the complete list ({total} paths, oldest modified first)")
     return _with_partial("\n".join(lines), partial)
-
-
-def glob_artifact(paths: Sequence[str]) -> str:
-    """The spill artifact of a glob: every path, mtime-ordered, one per line."""
-    text = "".join([p + "\n" for p in paths])
-    if _breaks_only_at(text, len(paths)):
-        return text
-    return "".join([one_line(p) + "\n" for p in paths])
 
 
 # --- grep --------------------------------------------------------------------------

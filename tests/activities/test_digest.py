@@ -25,13 +25,47 @@ TARGETS = [
 PARTS = [b"a", b"b", b"cc", b"d e", b"\xc3\xa9", b"\xff", b"x\ny", b"u\xe2\x80\xa8", b"."]
 
 
+def reference_page(rel: list[str], *, cap: int, sample: bool) -> render.GlobPage:
+    """The contract's page, computed the obvious way over one ``str`` per path: the head,
+    or rounds over the top-level entries in order of first appearance until the cap."""
+    total = len(rel)
+    if total <= cap or not sample:
+        return render.GlobPage(indices=list(range(min(total, cap))), sampled=False)
+    groups: dict[str, list[int]] = {}
+    for i, path in enumerate(rel):
+        groups.setdefault(path.split("/", 1)[0], []).append(i)
+    members = list(groups.values())
+    if all(len(m) == 1 for m in members):
+        return render.GlobPage(indices=list(range(cap)), sampled=False)
+    taken = [0] * len(members)
+    remaining = cap
+    active = list(range(len(members)))
+    while remaining and active:
+        still: list[int] = []
+        for g in active:
+            if not remaining:
+                break
+            taken[g] += 1
+            remaining -= 1
+            if taken[g] < len(members[g]):
+                still.append(g)
+        active = still
+    return render.GlobPage(
+        indices=[i for g, m in enumerate(members) for i in m[: taken[g]]],
+        sampled=True,
+        groups_reached=sum(1 for t in taken if t),
+        groups_total=len(members),
+    )
+
+
 def reference(names: list[bytes], target: SearchTarget, *, cap: int, sample: bool):
-    """What the page, the paths shown, every path and the artifact are: rendered from the
+    """What the page, the paths shown, every path and the artifact are: computed from the
     decoded list, one ``str`` per path."""
     rel = [n.decode("utf-8", "replace") for n in names]
     display = [target.display(r) for r in rel]
-    page = render.glob_page(rel, cap=cap, sample=sample)
-    return page, [display[i] for i in page.indices], display, render.glob_artifact(display)
+    page = reference_page(rel, cap=cap, sample=sample)
+    artifact = "".join(render.one_line(p) + "\n" for p in display)
+    return page, [display[i] for i in page.indices], display, artifact
 
 
 @st.composite
@@ -76,6 +110,56 @@ def test_glob_digest_matches_rendering_the_decoded_list(
     page, shown, display, artifact = reference(names, target, cap=cap, sample=sample)
     assert (got.page, got.shown, got.every, got.total) == (page, shown, display, len(names))
     assert got.artifact == (artifact if len(names) > len(page.indices) else None)
+
+
+def page_of(rel: list[str], *, cap: int, sample: bool) -> tuple[list[str], render.GlobPage]:
+    """The paths shown and the page digest.glob chooses for an rg listing of ``rel``."""
+    raw = b"".join(p.encode() + b"\0" for p in rel)
+    got = digest.glob([raw], ROOT, cap=cap, sample=sample, artifact=False, every=False)
+    return got.shown, got.page
+
+
+def test_under_cap_shows_everything_in_mtime_order():
+    """A result that fits is shown whole, in rg's (mtime) order, unsampled."""
+    shown, page = page_of(["b/1", "a/1", "b/2"], cap=3, sample=True)
+    assert shown == ["b/1", "a/1", "b/2"] and not page.sampled
+
+
+def test_head_mode_keeps_the_mtime_head():
+    """Head mode shows the oldest `cap` paths."""
+    rel = [f"{g}/{i}" for i in range(5) for g in "ab"]
+    shown, page = page_of(rel, cap=4, sample=False)
+    assert shown == rel[:4] and not page.sampled
+
+
+def test_sampling_rotates_in_first_appearance_order_and_groups_the_page():
+    """Rotation takes each entry's next path; the page lists entries in first-appearance order."""
+    rel = ["b/1", "b/2", "b/3", "b/4", "a/1", "c/1", "a/2", "b/5", "a/3"]
+    shown, page = page_of(rel, cap=5, sample=True)
+    # Round 1: b/1, a/1, c/1; round 2: b/2, a/2 (cap reached).
+    assert shown == ["b/1", "b/2", "a/1", "a/2", "c/1"]
+    assert page.sampled and (page.groups_reached, page.groups_total) == (3, 3)
+
+
+def test_more_groups_than_cap_gives_first_groups_one_path_each():
+    """With more entries than the cap, the first `cap` entries get one path each."""
+    shown, page = page_of(["a/1", "a/2", "b/1", "c/1", "d/1", "e/1"], cap=3, sample=True)
+    assert shown == ["a/1", "b/1", "c/1"]
+    assert page.sampled and (page.groups_reached, page.groups_total) == (3, 5)
+
+
+def test_flat_result_is_the_head_and_not_sampled():
+    """Every entry holding one path: the sample is the mtime head, sampled is false."""
+    rel = [f"f{i}.txt" for i in range(10)]
+    shown, page = page_of(rel, cap=4, sample=True)
+    assert shown == rel[:4] and not page.sampled
+
+
+def test_files_directly_under_root_are_their_own_entries():
+    """A file at the top level is an entry of its own; a directory's files share one."""
+    shown, page = page_of(["src/a/b.py", "src/c.py", "x.py", "src/d.py"], cap=3, sample=True)
+    assert shown == ["src/a/b.py", "src/c.py", "x.py"]
+    assert (page.groups_reached, page.groups_total) == (2, 2)
 
 
 def test_empty_names_and_a_missing_last_nul_are_tolerated():

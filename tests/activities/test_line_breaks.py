@@ -7,8 +7,9 @@ import re
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from fs_search.activities import render
+from fs_search.activities import digest, render
 from fs_search.activities.models import GlobRequest, GrepRequest, ReadSpillRequest
+from fs_search.activities.paths import SearchTarget
 from fs_search.activities.render import GlobPage, SpillNote
 from tests.helpers import write_tree
 
@@ -28,6 +29,15 @@ BREAKS = {
 ALL = "".join(BREAKS)
 
 
+def glob_artifact(paths: list[str]) -> str:
+    """The glob spill artifact digest.glob builds for an rg listing of ``paths``."""
+    raw = b"".join(p.encode() + b"\0" for p in paths)
+    root = SearchTarget(run_dir="/w", file_arg=None, prefix="", root=".")
+    got = digest.glob([raw], root, cap=1, sample=False, artifact=True, every=False)
+    assert got.artifact is not None
+    return got.artifact
+
+
 @pytest.mark.parametrize("char", list(BREAKS))
 def test_one_line_escapes_each_break_and_leaves_the_rest(char):
     """Each line-break character becomes escape text; backslashes and tabs stay as they are."""
@@ -44,7 +54,7 @@ def test_glob_text_and_artifact_keep_one_path_per_line():
     body = text.split("\n\n", 1)[0]
     assert body.splitlines() == ["x\\ny.txt", "x\\ry.txt", "x\\x0by.txt"]
     assert len(text.splitlines()) == len(text.split("\n")) == 7
-    artifact = render.glob_artifact(paths)
+    artifact = glob_artifact(paths)
     assert artifact.count("\n") == len(artifact.splitlines()) == len(paths)
     assert artifact.splitlines()[-2] == "".join(BREAKS.values()) + "/forged.txt"
 
@@ -77,7 +87,7 @@ def test_grep_text_and_artifact_escape_paths_and_previews():
 
 def test_clean_artifacts_are_unchanged():
     """Names and lines without breaks render exactly as before (backslashes kept)."""
-    assert render.glob_artifact(["a\\b", "c"]) == "a\\b\nc\n"
+    assert glob_artifact(["a\\b", "c"]) == "a\\b\nc\n"
     assert render.grep_artifact([("a\\b", [(1, "x\\ny")])]) == "a\\b:\n  Line 1: x\\ny\n"
 
 

@@ -28,15 +28,8 @@ SUMMARY = b'{"data":{"elapsed_total":{"secs":0}},"type":"summary"}\n'
 BEGIN = b'{"type":"begin","data":{"path":{"text":"a.py"}}}\n'
 
 
-def test_glob_paths_split_on_nul_and_decode_lossily():
-    """--null output splits unambiguously, even names with newlines; bad UTF-8 becomes U+FFFD."""
-    out = b"a.py\0dir/with\nnewline.txt\0bad\xff.txt\0"
-    assert parse.glob_paths(out) == ["a.py", "dir/with\nnewline.txt", "bad\ufffd.txt"]
-    assert parse.glob_paths(b"") == []
-
-
-def test_grep_stream_keeps_matches_and_marks_complete():
-    """Only match messages become matches; the summary marks the stream complete."""
+def test_grep_stream_keeps_only_matches():
+    """Only match messages become matches; begin and summary messages are skipped."""
     stream = parse.GrepStream()
     data = BEGIN + _match({"text": "a.py"}, {"text": "x = 1\r\n"}, 3) + SUMMARY
     # Feed in awkward pieces to prove line reassembly.
@@ -44,26 +37,20 @@ def test_grep_stream_keeps_matches_and_marks_complete():
         stream.feed(data[i : i + 7])
     stream.finish()
     assert stream.by_path() == [("a.py", [(3, "x = 1")])]
-    assert stream.complete and stream.total == 1
-
-
-def test_grep_stream_without_summary_is_incomplete():
-    """A stream cut before its summary is not complete."""
-    stream = parse.parse_grep(_match({"text": "a"}, {"text": "x\n"}, 1))
-    assert not stream.complete and stream.total == 1
+    assert stream.total == 1
 
 
 def test_bytes_fields_are_decoded_lossily():
     """{"bytes": ...} paths and lines are decoded with U+FFFD, never a crash."""
     path = {"bytes": base64.b64encode(b"caf\xe9.txt").decode()}
     line = {"bytes": base64.b64encode(b"na\xefve\n").decode()}
-    stream = parse.parse_grep(_match(path, line, 7) + SUMMARY)
+    stream = parse.parse_chunks([_match(path, line, 7) + SUMMARY])
     assert stream.by_path() == [("caf\ufffd.txt", [(7, "na\ufffdve")])]
 
 
 def test_colons_in_paths_and_lines_survive():
     """Paths and lines with colons are not split (the reason for --json)."""
-    stream = parse.parse_grep(_match({"text": "a:1:b.txt"}, {"text": "k: v: 2\n"}, 9))
+    stream = parse.parse_chunks([_match({"text": "a:1:b.txt"}, {"text": "k: v: 2\n"}, 9)])
     assert stream.by_path() == [("a:1:b.txt", [(9, "k: v: 2")])]
 
 
@@ -71,7 +58,7 @@ def test_colons_in_paths_and_lines_survive():
 def test_malformed_output_raises(line):
     """Output that is not rg's --json is reported as malformed."""
     with pytest.raises(parse.MalformedOutput):
-        parse.parse_grep(line)
+        parse.parse_chunks([line])
 
 
 def test_files_ordered_by_path_components_lines_by_number():
@@ -80,7 +67,7 @@ def test_files_ordered_by_path_components_lines_by_number():
         _match({"text": p}, {"text": "x\n"}, n)
         for p, n in [("b.txt", 2), ("a/z.txt", 9), ("a-c.txt", 1), ("b.txt", 1), ("a/z.txt", 3)]
     )
-    stream = parse.parse_grep(data + SUMMARY)
+    stream = parse.parse_chunks([data + SUMMARY])
     assert [(p, [n for n, _ in lines]) for p, lines in stream.by_path()] == [
         ("a/z.txt", [3, 9]),
         ("a-c.txt", [1]),
@@ -95,7 +82,7 @@ def test_only_needed_fields_are_parsed_but_full_messages_still_work():
     bare = (
         b'{"type":"match","data":{"path":{"text":"b"},"lines":{"text":"r\\n"},"line_number":2}}\n'
     )
-    stream = parse.parse_grep(full + bare + SUMMARY)
+    stream = parse.parse_chunks([full + bare + SUMMARY])
     assert stream.by_path() == [("a", [(1, "q")]), ("b", [(2, "r")])]
 
 
@@ -103,9 +90,10 @@ def test_only_needed_fields_are_parsed_but_full_messages_still_work():
     ("raw", "stripped"),
     [("a\n", "a"), ("a\r\n", "a"), ("a", "a"), ("a\r", "a\r"), ("\n", ""), ("a\n\n", "a\n")],
 )
-def test_strip_eol(raw, stripped):
-    """Only one trailing \\n or \\r\\n is removed."""
-    assert parse.strip_eol(raw) == stripped
+def test_one_end_of_line_is_stripped(raw, stripped):
+    """Only one trailing \\n or \\r\\n is removed from a match's line."""
+    stream = parse.parse_chunks([_match({"text": "a"}, {"text": raw}, 1)])
+    assert stream.by_path() == [("a", [(1, stripped)])]
 
 
 @pytest.mark.parametrize(
@@ -144,7 +132,7 @@ def test_one_huge_line_in_many_chunks_parses_in_linear_time():
     text = "x" * HUGE
     data = _match({"text": "big.txt"}, {"text": text + "\n"}, 1) + SUMMARY
     stream = parse.parse_chunks(_pieces(data, SMALL_CHUNK))
-    assert stream.complete and stream.total == 1
+    assert stream.total == 1
     [(path, [(number, line)])] = stream.by_path()
     assert (path, number, len(line)) == ("big.txt", 1, HUGE)
 
@@ -158,7 +146,7 @@ def test_unfinished_huge_line_is_finished_once():
         stream.feed(piece)
     assert stream.total == 0
     stream.finish()
-    assert stream.total == 1 and not stream.complete
+    assert stream.total == 1
 
 
 @pytest.mark.timeout(60)
@@ -180,7 +168,7 @@ def test_chunking_never_changes_the_parse(size):
         + _match({"text": "b/c.py"}, {"text": "three"}, 3)
         + SUMMARY
     )
-    whole = parse.parse_grep(data)
+    whole = parse.parse_chunks([data])
     cut = parse.parse_chunks(_pieces(data, size))
     assert (
         cut.by_path()
@@ -190,7 +178,7 @@ def test_chunking_never_changes_the_parse(size):
             ("b/c.py", [(3, "three")]),
         ]
     )
-    assert cut.complete and cut.total == 3
+    assert cut.total == 3
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Pure rendering: caps, the sampling algorithm, previews, footers."""
+"""Pure rendering: pages, previews, footers (the glob sampling rule is test_digest's)."""
 
 from __future__ import annotations
 
@@ -9,61 +9,20 @@ from fs_search.activities.models import ReadSpillResult
 from fs_search.activities.render import GlobPage, Line, SpillNote
 
 
-def _shown(rel, page):
-    return [rel[i] for i in page.indices]
-
-
-def test_under_cap_shows_everything_in_mtime_order():
-    """A result that fits is shown whole, unsampled, with no footer."""
-    rel = ["b/1", "a/1", "b/2"]
-    page = render.glob_page(rel, cap=3, sample=True)
-    assert _shown(rel, page) == rel and not page.sampled
-    assert render.glob_text(rel, page, total=3, root=".", spill=None) == "b/1\na/1\nb/2"
+def test_under_cap_has_no_footer():
+    """A result that fits is its paths one per line, nothing else."""
+    page = GlobPage(indices=[0, 1, 2], sampled=False)
+    assert render.glob_text(["b/1", "a/1", "b/2"], page, total=3, root=".", spill=None) == (
+        "b/1\na/1\nb/2"
+    )
 
 
 def test_exactly_at_cap_is_not_truncated():
     """total == cap is under the cap: no footer."""
     rel = [f"a/{i}" for i in range(5)]
-    page = render.glob_page(rel, cap=5, sample=False)
+    page = GlobPage(indices=list(range(5)), sampled=False)
     text = render.glob_text(rel, page, total=5, root=".", spill=None)
     assert "Showing" not in text and text.count("\n") == 4
-
-
-def test_head_mode_keeps_the_mtime_head():
-    """Head mode shows the oldest `cap` paths."""
-    rel = [f"{g}/{i}" for i in range(5) for g in "ab"]
-    page = render.glob_page(rel, cap=4, sample=False)
-    assert _shown(rel, page) == rel[:4] and not page.sampled
-
-
-def test_sampling_rotates_in_first_appearance_order_and_groups_the_page():
-    """Rotation takes each entry's next path; the page lists entries in first-appearance order."""
-    rel = ["b/1", "b/2", "b/3", "b/4", "a/1", "c/1", "a/2", "b/5", "a/3"]
-    page = render.glob_page(rel, cap=5, sample=True)
-    # Round 1: b/1, a/1, c/1; round 2: b/2, a/2 (cap reached).
-    assert _shown(rel, page) == ["b/1", "b/2", "a/1", "a/2", "c/1"]
-    assert page.sampled and (page.groups_reached, page.groups_total) == (3, 3)
-
-
-def test_more_groups_than_cap_gives_first_groups_one_path_each():
-    """With more entries than the cap, the first `cap` entries get one path each."""
-    rel = ["a/1", "a/2", "b/1", "c/1", "d/1", "e/1"]
-    page = render.glob_page(rel, cap=3, sample=True)
-    assert _shown(rel, page) == ["a/1", "b/1", "c/1"]
-    assert page.sampled and (page.groups_reached, page.groups_total) == (3, 5)
-
-
-def test_flat_result_is_the_head_and_not_sampled():
-    """Every entry holding one path: the sample is the mtime head, sampled is false."""
-    rel = [f"f{i}.txt" for i in range(10)]
-    page = render.glob_page(rel, cap=4, sample=True)
-    assert _shown(rel, page) == rel[:4] and not page.sampled
-
-
-def test_files_directly_under_root_are_their_own_entries():
-    """A file at the top level is its own top-level entry."""
-    assert render.top_level("x.py") == "x.py"
-    assert render.top_level("src/a/b.py") == "src"
 
 
 def test_sampled_footer_names_basis_reach_and_asks_to_narrow():
