@@ -1,0 +1,68 @@
+"""The workflow side of fs-search: what agent workflows and their callers import.
+
+``FsSearchTools`` schedules glob/grep/read_spill on a workspace's worker from workflow code;
+``FsSearchPlugin`` goes on the client (workers built from it inherit it). The request and
+result models are the contract shared with the activities.
+
+Importing this package is safe inside Temporal's workflow sandbox: it loads only the
+workflow-side helper and the pydantic models. ``FsSearchPlugin`` (converter, external
+storage, tracing: OpenTelemetry and friends) is loaded on first use, outside workflow code.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from fs_search.activities.models import (
+        ErrorCode,
+        GlobRequest,
+        GlobResult,
+        GrepMatch,
+        GrepRequest,
+        GrepResult,
+        ReadSpillRequest,
+        ReadSpillResult,
+        SpillRef,
+        ToolError,
+        ToolResult,
+        ToolSpec,
+        ToolsResult,
+        task_queue_for,
+    )
+    from fs_search.workflows.tools import FsSearchTools
+
+if TYPE_CHECKING:
+    from fs_search.workflows.plugin import FsSearchPlugin
+
+
+def __getattr__(name: str) -> Any:
+    # The plugin pulls in OpenTelemetry and the storage drivers: load it only when asked for,
+    # so workflow code importing this package stays light in the sandbox.
+    if name == "FsSearchPlugin":
+        from fs_search.workflows.plugin import FsSearchPlugin
+
+        return FsSearchPlugin
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "ErrorCode",
+    "FsSearchPlugin",
+    "FsSearchTools",
+    "GlobRequest",
+    "GlobResult",
+    "GrepMatch",
+    "GrepRequest",
+    "GrepResult",
+    "ReadSpillRequest",
+    "ReadSpillResult",
+    "SpillRef",
+    "ToolError",
+    "ToolResult",
+    "ToolSpec",
+    "ToolsResult",
+    "task_queue_for",
+]
