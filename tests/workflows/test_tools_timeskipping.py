@@ -16,8 +16,8 @@ from fs_search.activities.models import (
     GrepResult,
     task_queue_for,
 )
+from fs_search.worker.testing import canned_activities, search_worker
 from fs_search.workflows.agent import AgentInput, ExampleAgentWorkflow, ToolCall
-from fs_search.workflows.testing import canned_activities, search_worker
 from tests.helpers import write_tree
 from tests.workflows_under_test import Calls, CallsWorkflow, CatalogueWorkflow, Options
 

