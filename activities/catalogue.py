@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from fs_search.activities.models import MAX_READ_SPILL_LINES, ToolSpec
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+from pydantic_core import core_schema
+
+from fs_search.activities.models import (
+    MAX_READ_SPILL_LINES,
+    GlobArguments,
+    GrepArguments,
+    ReadSpillArguments,
+    ToolArguments,
+    ToolSpec,
+)
 
 # The seed's guidance texts, verbatim.
 GLOB_PROMPT_SAMPLED = (
@@ -31,29 +41,29 @@ READ_SPILL_PROMPT = (
 )
 
 
-def _schema(properties: dict[str, dict[str, Any]], required: list[str]) -> dict[str, Any]:
+class _ModelFacing(GenerateJsonSchema):
+    """A tool's input schema as a model reads it: no titles or defaults, and an optional
+    argument is simply left out rather than sent as null."""
+
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        return False
+
+    def nullable_schema(self, schema: core_schema.NullableSchema) -> JsonSchemaValue:
+        return self.generate_inner(schema["schema"])
+
+    def default_schema(self, schema: core_schema.WithDefaultSchema) -> JsonSchemaValue:
+        return self.generate_inner(schema["schema"])
+
+
+def input_schema(arguments: type[ToolArguments]) -> dict[str, Any]:
+    """The JSON schema of a tool's arguments, generated from its model."""
+    schema = arguments.model_json_schema(schema_generator=_ModelFacing)
     return {
         "type": "object",
-        "properties": properties,
-        "required": required,
+        "properties": schema["properties"],
+        "required": schema.get("required", []),
         "additionalProperties": False,
     }
-
-
-_PATH_GLOB = {
-    "type": "string",
-    "description": (
-        "Directory to search in, relative to the working directory or absolute. "
-        "Omit to search the working directory."
-    ),
-}
-_PATH_GREP = {
-    "type": "string",
-    "description": (
-        "File or directory to search, relative to the working directory or absolute. "
-        "Omit to search the working directory."
-    ),
-}
 
 
 def glob_tool(*, sample_over_cap: bool, cap: int) -> ToolSpec:
@@ -78,16 +88,7 @@ def glob_tool(*, sample_over_cap: bool, cap: int) -> ToolSpec:
             "ones, never VCS metadata; results are ordered by modification time, oldest "
             f"first. {over}"
         ),
-        input_schema=_schema(
-            {
-                "pattern": {
-                    "type": "string",
-                    "description": "Glob pattern, e.g. '*.py', 'src/**/*.ts', '**/test_*.py'.",
-                },
-                "path": _PATH_GLOB,
-            },
-            ["pattern"],
-        ),
+        input_schema=input_schema(GlobArguments),
     )
 
 
@@ -102,23 +103,7 @@ def grep_tool(*, cap: int, line_bytes: int) -> ToolSpec:
             f"file as 'Line N: <text>', ordered by path then line; at most {cap} lines are "
             f"shown and each is cut at {line_bytes} bytes."
         ),
-        input_schema=_schema(
-            {
-                "pattern": {
-                    "type": "string",
-                    "description": "Regular expression to search for, e.g. 'def \\w+', 'TODO'.",
-                },
-                "path": _PATH_GREP,
-                "include": {
-                    "type": "string",
-                    "description": (
-                        "One glob limiting which files are searched, e.g. '*.py' or "
-                        "'*.{ts,tsx}' (no comma-separated lists, no '!')."
-                    ),
-                },
-            },
-            ["pattern"],
-        ),
+        input_schema=input_schema(GrepArguments),
     )
 
 
@@ -131,19 +116,7 @@ def read_spill_tool() -> ToolSpec:
             f"line: offset (0-based, default 0) and limit (default and maximum "
             f"{MAX_READ_SPILL_LINES})."
         ),
-        input_schema=_schema(
-            {
-                "locator": {"type": "string", "description": "The s3:// locator from a result."},
-                "offset": {"type": "integer", "minimum": 0, "description": "First line, 0-based."},
-                "limit": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": MAX_READ_SPILL_LINES,
-                    "description": "Number of lines.",
-                },
-            },
-            ["locator"],
-        ),
+        input_schema=input_schema(ReadSpillArguments),
     )
 
 

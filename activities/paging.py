@@ -7,7 +7,7 @@ save hint gives and read_spill's ``total_lines`` agree.
 from __future__ import annotations
 
 from fs_search.activities.errors import invalid_argument
-from fs_search.activities.models import MAX_READ_SPILL_LINES, ReadSpillResult
+from fs_search.activities.models import ArgumentProblem, ReadSpillArguments, ReadSpillResult
 
 # A page of read_spill never carries more than this much text, whatever the limit.
 MAX_PAGE_BYTES = 256 * 1024
@@ -16,12 +16,16 @@ _NL = 0x0A
 
 
 def check_page_args(offset: int, limit: int) -> int:
-    """Validate a page request; returns the effective limit."""
-    if offset < 0:
-        raise invalid_argument(f"offset must be >= 0 (got {offset})")
-    if limit < 1:
-        raise invalid_argument(f"limit must be >= 1 (got {limit})")
-    return min(limit, MAX_READ_SPILL_LINES)
+    """The effective limit of a page request, refused as ``ReadSpillRequest`` refuses it.
+
+    For the stores' ``read``: callers that check their ``ReadSpillRequest`` (the activity,
+    the CLI) never get here with a bad page.
+    """
+    try:
+        page = ReadSpillArguments.checked({"locator": "-", "offset": offset, "limit": limit})
+    except ArgumentProblem as e:
+        raise invalid_argument(str(e)) from None
+    return page.limit
 
 
 def line_count(text: str) -> int:

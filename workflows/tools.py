@@ -24,17 +24,21 @@ with workflow.unsafe.imports_passed_through():
         GREP_ACTIVITY,
         MAX_READ_SPILL_LINES,
         READ_SPILL_ACTIVITY,
+        TOOL_ARGUMENTS,
         TOOLS_ACTIVITY,
+        ArgumentProblem,
         ErrorCode,
+        GlobArguments,
         GlobRequest,
         GlobResult,
+        GrepArguments,
         GrepRequest,
         GrepResult,
+        ReadSpillArguments,
         ReadSpillRequest,
         ReadSpillResult,
         ToolResult,
         ToolsResult,
-        request_problem,
         task_queue_for,
     )
 
@@ -45,12 +49,6 @@ DEFAULT_RETRY_POLICY = RetryPolicy(
     maximum_attempts=3, non_retryable_error_types=NON_RETRYABLE_ERROR_TYPES
 )
 SUMMARY_MAX_BYTES = 200
-
-_TOOL_ARGUMENTS = {
-    "glob": ("pattern", "path"),
-    "grep": ("pattern", "path", "include"),
-    "read_spill": ("locator", "offset", "limit"),
-}
 
 
 class FsSearchTools:
@@ -151,31 +149,28 @@ class FsSearchTools:
         )
 
     async def call(self, name: str, arguments: Mapping[str, Any] | None) -> ToolResult:
-        """Dispatch a model's tool call by name; only the tool's schema fields are accepted."""
-        allowed = _TOOL_ARGUMENTS.get(name)
-        if allowed is None:
-            known = ", ".join(sorted(_TOOL_ARGUMENTS))
+        """Dispatch a model's tool call by name.
+
+        The arguments are validated by the tool's model (``GlobArguments``, ...): only its
+        schema's fields, typed as the schema says, within the contract's limits.
+        """
+        model = TOOL_ARGUMENTS.get(name)
+        if model is None:
+            known = ", ".join(sorted(TOOL_ARGUMENTS))
             return ToolResult.failure(
                 ErrorCode.INVALID_ARGUMENT, f"unknown tool {name!r} (known: {known})"
             )
-        args = dict(arguments or {})
-        unexpected = sorted(set(args) - set(allowed))
-        if unexpected:
-            return ToolResult.failure(
-                ErrorCode.INVALID_ARGUMENT,
-                f"unexpected argument(s) for {name}: {', '.join(unexpected)} "
-                f"(allowed: {', '.join(allowed)})",
-            )
-        problem = _argument_types(name, args)
-        if problem:
-            return ToolResult.failure(ErrorCode.INVALID_ARGUMENT, problem)
-        if name == "glob":
-            return await self.glob(args["pattern"], args.get("path"))
-        if name == "grep":
-            return await self.grep(args["pattern"], args.get("path"), args.get("include"))
-        return await self.read_spill(
-            args["locator"], args.get("offset", 0), args.get("limit", MAX_READ_SPILL_LINES)
-        )
+        try:
+            args = model.checked(arguments or {})
+        except ArgumentProblem as e:
+            return ToolResult.failure(ErrorCode.INVALID_ARGUMENT, str(e))
+        if isinstance(args, GlobArguments):
+            return await self.glob(args.pattern, args.path)
+        if isinstance(args, GrepArguments):
+            return await self.grep(args.pattern, args.path, args.include)
+        if isinstance(args, ReadSpillArguments):
+            return await self.read_spill(args.locator, args.offset, args.limit)
+        raise TypeError(f"no dispatch for tool {name!r}")  # TOOL_ARGUMENTS holds only these
 
     async def catalogue(self) -> ToolsResult:
         """The worker's tool definitions and prompt segments (``available: false`` on failure)."""
@@ -207,7 +202,7 @@ class FsSearchTools:
     ) -> ToolResult:
         # A request over Temporal's payload limit would fail this workflow's task, not
         # the activity: refuse it here, before anything is scheduled.
-        problem = request_problem(req)
+        problem = req.problem()
         if problem:
             return ToolResult.failure(ErrorCode.INVALID_ARGUMENT, problem)
         try:
@@ -290,17 +285,3 @@ def _fit(text: str) -> str:
     if len(raw) <= SUMMARY_MAX_BYTES:
         return text
     return raw[: SUMMARY_MAX_BYTES - 3].decode("utf-8", "ignore") + "…"
-
-
-def _argument_types(name: str, args: Mapping[str, Any]) -> str | None:
-    required = "locator" if name == "read_spill" else "pattern"
-    if not isinstance(args.get(required), str):
-        return f"{name} needs a string {required!r}"
-    for key in ("path", "include"):
-        if args.get(key) is not None and not isinstance(args[key], str):
-            return f"{key!r} must be a string"
-    for key in ("offset", "limit"):
-        value = args.get(key)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-            return f"{key!r} must be an integer"
-    return None

@@ -1,8 +1,6 @@
-"""Pure argv building and argument checks."""
+"""Pure argv building (the argument checks are the request models': test_models)."""
 
 from __future__ import annotations
-
-import pytest
 
 from fs_search.activities import command
 
@@ -40,27 +38,3 @@ def test_grep_argv_without_file_has_no_path_argument():
     """A directory search runs rg in that directory with no path argument."""
     argv = command.for_grep("x", rg="/bin/rg")
     assert argv[-2:] == ["-e", "x"]
-
-
-@pytest.mark.parametrize("pattern", ["", "   ", "\t\n"])
-def test_blank_patterns_are_refused(pattern):
-    """Blank patterns are argument errors."""
-    assert command.pattern_problem(pattern)
-
-
-@pytest.mark.parametrize(
-    ("include", "ok"),
-    [
-        (None, True),
-        ("*.py", True),
-        ("*.{ts,tsx}", True),
-        ("src/**/*.{a,b,c}", True),
-        (r"a\,b", True),
-        ("*.py,*.md", False),
-        ("!*.py", False),
-        ("{a,b},c", False),
-    ],
-)
-def test_include_validation(include, ok):
-    """include is one positive glob: braces may hold commas, lists and negations are refused."""
-    assert (command.include_problem(include) is None) is ok

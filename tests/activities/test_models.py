@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import pytest
+
 from fs_search.activities.models import (
     MAX_PATTERN_BYTES,
+    MAX_READ_SPILL_LINES,
+    TOOL_ARGUMENTS,
+    ArgumentProblem,
     GlobRequest,
+    GrepArguments,
     GrepRequest,
     GrepResult,
+    ReadSpillArguments,
     ReadSpillRequest,
     ToolResult,
     request_problem,
@@ -58,3 +65,84 @@ def test_failure_text():
 def test_lone_surrogates_are_refused():
     """Text that is not valid Unicode is an argument problem, not a crash."""
     assert "not valid Unicode" in request_problem(GrepRequest(pattern="a\ud800"))
+
+
+@pytest.mark.parametrize("pattern", ["", "   ", "\t\n"])
+def test_blank_patterns_are_refused(pattern):
+    """Blank patterns are argument problems, for glob and grep alike."""
+    assert GlobRequest(pattern=pattern).problem() == "pattern must not be blank"
+    assert GrepRequest(pattern=pattern).problem() == "pattern must not be blank"
+
+
+@pytest.mark.parametrize(
+    ("include", "ok"),
+    [
+        (None, True),
+        ("", True),
+        ("  ", True),
+        ("*.py", True),
+        ("*.{ts,tsx}", True),
+        ("src/**/*.{a,b,c}", True),
+        (r"a\,b", True),
+        ("*.py,*.md", False),
+        ("!*.py", False),
+        ("{a,b},c", False),
+    ],
+)
+def test_include_validation(include, ok):
+    """include is one positive glob: braces may hold commas, lists and negations are refused."""
+    problem = GrepRequest(pattern="x", include=include).problem()
+    assert (problem is None) is ok
+    if not ok:
+        assert problem.startswith(f"include {include!r} must be")
+
+
+def test_budget_and_page_checks():
+    """timeout_ms must be positive; offset >= 0, limit >= 1, and a limit over the max is cut."""
+    assert GlobRequest(pattern="*", timeout_ms=0).problem() == "timeout_ms must be positive (got 0)"
+    assert GrepRequest(pattern="x", timeout_ms=1).problem() is None
+    assert ReadSpillRequest(locator="l", offset=-1).problem() == "offset must be >= 0 (got -1)"
+    assert ReadSpillRequest(locator="l", limit=0).problem() == "limit must be >= 1 (got 0)"
+    assert ReadSpillRequest(locator="l", limit=MAX_READ_SPILL_LINES + 1).limit == (
+        MAX_READ_SPILL_LINES
+    )
+
+
+def test_refused_requests_still_build_and_decode():
+    """A request that breaks the contract still builds and decodes, so the activity can answer
+    it INVALID_ARGUMENT (a decoding failure would be a generic, retryable error)."""
+    assert GrepRequest(pattern="", include="!x", timeout_ms=-1).pattern == ""
+    decoded = GlobRequest.model_validate_json('{"pattern": "x\\u0000", "cwd": "c"}')
+    assert decoded.problem() == "pattern contains a NUL character"
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "message"),
+    [
+        ("grep", {"pattern": "x", "cwd": "/etc"}, "unexpected argument(s) for grep: cwd "),
+        ("glob", {"pattern": "*", "spill": False, "z": 1}, "for glob: spill, z (allowed: pattern"),
+        ("grep", {"pattern": 5}, "'pattern' must be a string"),
+        ("glob", {}, "glob needs a string 'pattern'"),
+        ("read_spill", {}, "read_spill needs a string 'locator'"),
+        ("grep", {"pattern": "x", "path": ["a"]}, "'path' must be a string"),
+        ("read_spill", {"locator": "l", "offset": True}, "'offset' must be an integer"),
+        ("read_spill", {"locator": "l", "limit": "5"}, "'limit' must be an integer"),
+        ("read_spill", {"locator": "l", "limit": 1.0}, "'limit' must be an integer"),
+        ("grep", {"pattern": "x", "include": "a,b"}, "include 'a,b' must be one glob"),
+        ("glob", {"pattern": "x" * (MAX_PATTERN_BYTES + 1)}, "the limit is 32768 bytes"),
+    ],
+)
+def test_model_arguments_are_checked_by_the_tool_model(tool, arguments, message):
+    """A model's arguments: only the schema's fields, typed as the schema says, within limits."""
+    with pytest.raises(ArgumentProblem) as refused:
+        TOOL_ARGUMENTS[tool].checked(arguments)
+    assert message in str(refused.value)
+
+
+def test_model_arguments_that_pass():
+    """Accepted arguments come back as the tool's model, optional fields left out."""
+    assert TOOL_ARGUMENTS["grep"].checked({"pattern": "x", "path": None}) == GrepArguments(
+        pattern="x"
+    )
+    page = TOOL_ARGUMENTS["read_spill"].checked({"locator": "s3://b/k", "limit": 10**6})
+    assert isinstance(page, ReadSpillArguments) and page.limit == MAX_READ_SPILL_LINES
