@@ -35,6 +35,11 @@ class GrepDigest:
     artifact: str | None = None
     every: list[tuple[str, FileLines]] | None = None
 
+    @property
+    def truncated(self) -> bool:
+        """More matches were fetched than the page shows."""
+        return self.total > len(self.page)
+
 
 def grep(
     chunks: list[bytes],
@@ -81,6 +86,11 @@ class GlobDigest:
     shown: list[str]
     artifact: str | None = None
     every: list[str] | None = None
+
+    @property
+    def truncated(self) -> bool:
+        """More paths were listed than the page shows."""
+        return self.total > len(self.shown)
 
 
 def glob(

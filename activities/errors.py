@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import re
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, TypeVar
 
 from fs_search.activities.models import ErrorCode, error_name
 
 if TYPE_CHECKING:
     from temporalio.exceptions import ApplicationError
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # rg's own words for a pattern it rejects (regex or glob); all exit 2.
 _INVALID_PATTERN_MARKERS = (
@@ -41,6 +47,26 @@ class SearchError(Exception):
             type=self.code.value,
             non_retryable=True,
         )
+
+
+async def contract(work: Awaitable[T]) -> T:
+    """Run an activity body; every failure leaves as a contract ApplicationError.
+
+    A cancellation passes through untouched: the caller's side maps it.
+    """
+    try:
+        return await work
+    except SearchError as e:
+        raise e.to_application_error() from None
+    except asyncio.CancelledError:
+        raise
+    except Exception as e:
+        log.exception("unexpected failure in a search activity")
+        # The exception's text may carry host detail (paths, endpoints): the log has it.
+        raise SearchError(
+            ErrorCode.SEARCH_FAILED,
+            f"the search failed unexpectedly ({type(e).__name__}); the worker log has details",
+        ).to_application_error() from None
 
 
 def invalid_argument(message: str) -> SearchError:

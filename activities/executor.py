@@ -9,13 +9,13 @@ import logging
 import os
 import shutil
 import signal
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from fs_search.activities.errors import SearchError
-from fs_search.activities.fifo_watch import unblock_fifo_opens
+from fs_search.activities.fifo_watch import watch_fifos
 from fs_search.activities.models import ErrorCode
+from fs_search.activities.progress import Progress
 from fs_search.activities.sandbox import LAUNCH_FAILED, Sandbox
 
 log = logging.getLogger(__name__)
@@ -23,30 +23,11 @@ log = logging.getLogger(__name__)
 _CHUNK = 256 * 1024
 _PIPE_BYTES = 1024 * 1024
 _STDERR_KEEP = 64 * 1024
-# How often a running rg is checked for a thread blocked on a planted FIFO.
-_FIFO_CHECK_S = 0.25
 # The environment rg sees: nothing from the worker's (no RIPGREP_CONFIG_PATH, no
 # RIPGREP_*, no HOME-based git config). argv[0] is absolute, PATH is only for `timeout`.
 _SCRUBBED_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C"}
 # Exit codes of coreutils `timeout` when it could not run the command at all.
 _BACKSTOP_CANNOT_RUN = (126, 127)
-
-
-@dataclass
-class Progress:
-    """Live state of one search, read by the heartbeat timer."""
-
-    phase: str = "starting"
-    raw_bytes: int = 0
-    started: float = field(default_factory=time.monotonic)
-
-    def elapsed_ms(self) -> int:
-        """Milliseconds since the search started."""
-        return int((time.monotonic() - self.started) * 1000)
-
-    def details(self) -> dict[str, object]:
-        """Heartbeat details: phase, raw bytes read, elapsed ms."""
-        return {"phase": self.phase, "raw_bytes": self.raw_bytes, "elapsed_ms": self.elapsed_ms()}
 
 
 @dataclass(frozen=True)
@@ -186,7 +167,7 @@ class Executor:
     ) -> RgRun:
         assert proc.stdout is not None and proc.stderr is not None
         stderr_task = asyncio.ensure_future(_read_bounded(proc.stderr, _STDERR_KEEP))
-        watch = asyncio.ensure_future(_watch_fifos(proc.pid, workspace)) if workspace else None
+        watch = asyncio.ensure_future(watch_fifos(proc.pid, workspace)) if workspace else None
         chunks: list[bytes] = []
         read = 0
         try:
@@ -291,23 +272,6 @@ def _widen_pipe(proc: asyncio.subprocess.Process) -> None:
         return
     with contextlib.suppress(OSError, ValueError):  # ValueError: rg already done, pipe closed
         fcntl.fcntl(fileobj.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
-
-
-async def _watch_fifos(pid: int, workspace: str) -> list[str]:
-    """Until cancelled, unblock FIFO opens inside ``workspace``; returns (killing the group)
-    the paths of one it must not touch."""
-    root = workspace.rstrip("/") or "/"
-
-    def inside(real: str) -> bool:
-        return root == "/" or real == root or real.startswith(root + "/")
-
-    while True:
-        await asyncio.sleep(_FIFO_CHECK_S)
-        refused = await asyncio.to_thread(unblock_fifo_opens, pid, inside)
-        if refused:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
-            return refused
 
 
 async def _read_bounded(stream: asyncio.StreamReader, keep: int) -> bytes:

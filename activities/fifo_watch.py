@@ -2,18 +2,21 @@
 
 rg opens every ``.ignore``/``.gitignore``/``.rgignore`` it walks past; opening a FIFO for
 reading blocks until a writer appears, so a planted FIFO would hang every grep until its
-budget ran out. While rg runs, the executor asks :func:`unblock_fifo_opens` now and then: a
-thread of rg blocked in a FIFO open is found through ``/proc``, the path it is opening is
-read from its memory, and — only if that path resolves to a FIFO inside the workspace — the
-FIFO is opened for writing and closed at once, which hands rg an empty file (end of input).
+budget ran out. While rg runs, :func:`watch_fifos` calls :func:`unblock_fifo_opens` now and
+then: a thread of rg blocked in a FIFO open is found through ``/proc``, the path it is
+opening is read from its memory, and — only if that path resolves to a FIFO inside the
+workspace — the FIFO is opened for writing and closed at once, which hands rg an empty file
+(end of input); a FIFO anywhere else gets rg's process group killed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import logging
 import os
+import signal
 import stat
 from collections.abc import Callable, Iterator
 
@@ -24,6 +27,8 @@ _FIFO_WAITS = ("wait_for_partner", "fifo_open")
 _OPEN_SYSCALLS = {2: "open", 257: "openat"}  # x86_64
 _AT_FDCWD = -100
 _PATH_MAX = 4096
+# How often a running rg is checked for a thread blocked on a planted FIFO.
+FIFO_CHECK_S = 0.25
 
 
 def _read(path: str) -> str:
@@ -93,6 +98,23 @@ def unblock_fifo_opens(pid: int, inside: Callable[[str], bool]) -> list[str]:
             except (Unresolvable, Missing):
                 refused.append(path)
     return refused
+
+
+async def watch_fifos(pid: int, workspace: str, *, interval_s: float = FIFO_CHECK_S) -> list[str]:
+    """Until cancelled, unblock FIFO opens inside ``workspace``; returns (killing the group)
+    the paths of one it must not touch."""
+    root = workspace.rstrip("/") or "/"
+
+    def inside(real: str) -> bool:
+        return root == "/" or real == root or real.startswith(root + "/")
+
+    while True:
+        await asyncio.sleep(interval_s)
+        refused = await asyncio.to_thread(unblock_fifo_opens, pid, inside)
+        if refused:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+            return refused
 
 
 def _signed_int(value: int) -> int:

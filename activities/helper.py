@@ -1,11 +1,12 @@
 """A digest helper process: ``python -m fs_search.activities.helper``.
 
 Reads requests from stdin and writes answers to stdout, one at a time. A request is a
-length-prefixed pickle ``(job, kwargs)`` followed by the raw rg output, length-prefixed
-and sent as is (no pickling of megabytes); the answer is a length-prefixed pickle
-``("ok", result)`` or ``("error", exception)``. Jobs are the pure functions of
-:mod:`fs_search.activities.digest`, called as ``job([raw], **kwargs)``. It exits when stdin
-closes, so it never outlives the worker that started it.
+length-prefixed pickle ``(job name, args, kwargs)`` followed by the raw rg output,
+length-prefixed and sent as is (no pickling of megabytes); the answer is a length-prefixed
+pickle ``("ok", result)`` or ``("error", exception)``. A helper runs only the functions
+registered in :data:`JOBS` (the pure digests of :mod:`fs_search.activities.digest`), looked
+up by name and called as ``job([raw], *args, **kwargs)``. It exits when stdin closes, so it
+never outlives the worker that started it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,15 @@ from typing import Any, BinaryIO
 from fs_search.activities import digest
 
 HEADER = struct.Struct("!Q")
-JOBS: dict[str, Callable[..., Any]] = {"grep": digest.grep, "glob": digest.glob}
+
+
+def job_name(job: Callable[..., Any]) -> str:
+    """The name a job crosses the pipe as: its module and qualified name."""
+    return f"{job.__module__}.{job.__qualname__}"
+
+
+# The functions a helper may run, by name; nothing else from a request is ever called.
+JOBS: dict[str, Callable[..., Any]] = {job_name(job): job for job in (digest.grep, digest.glob)}
 
 
 def frame(value: object) -> bytes:
@@ -44,9 +53,9 @@ def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
         raw = _read_exactly(stdin, HEADER.unpack(size)[0]) if size is not None else None
         if body is None or raw is None:
             return
-        job, kwargs = pickle.loads(body)
+        name, args, kwargs = pickle.loads(body)
         try:
-            answer: tuple[str, object] = ("ok", JOBS[job]([raw], **kwargs))
+            answer: tuple[str, object] = ("ok", JOBS[name]([raw], *args, **kwargs))
         except Exception as e:  # noqa: BLE001 - every failure goes back to the caller
             answer = ("error", e)
         stdout.write(frame(answer))

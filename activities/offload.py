@@ -25,18 +25,23 @@ import os
 import pickle
 import signal
 import sys
-from typing import Any, cast
+from collections.abc import Callable
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
-from fs_search.activities.helper import HEADER, JOBS, frame
+from fs_search.activities import digest
+from fs_search.activities.helper import HEADER, JOBS, frame, job_name
 
 log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 # Below this much raw output, a thread hop is cheaper than another process.
 PROCESS_THRESHOLD_BYTES = 512 * 1024
 # Jobs that always stay in a thread. A glob digest is bulk work on bytes (~0.1-0.4 s for
 # 20 MB): a helper saved no time under concurrency, and held the output and its artifact
 # several times over while shipping them.
-THREAD_JOBS = frozenset({"glob"})
+THREAD_JOBS: frozenset[Callable[..., Any]] = frozenset({digest.glob})
 # Allocations from this size are always served by mmap, so freeing them returns the memory.
 MMAP_THRESHOLD_BYTES = 1024 * 1024
 _M_MMAP_THRESHOLD = -3  # glibc's mallopt() parameter number
@@ -95,10 +100,12 @@ class _Helper:
                     fcntl.fcntl(fileobj.fileno(), fcntl.F_SETPIPE_SZ, 1024 * 1024)
         return cls(proc)
 
-    async def call(self, job: str, chunks: list[bytes], kwargs: dict[str, Any]) -> Any:
+    async def call(
+        self, name: str, chunks: list[bytes], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         try:
-            self.proc.stdin.write(frame((job, kwargs)))
+            self.proc.stdin.write(frame((name, args, kwargs)))
             self.proc.stdin.write(HEADER.pack(sum(len(c) for c in chunks)))
             self.proc.stdin.writelines(chunks)
             await self.proc.stdin.drain()
@@ -136,25 +143,42 @@ class Offload:
         self._available: asyncio.Semaphore | None = None
         self._all: set[_Helper] = set()
 
-    async def run(self, job: str, chunks: list[bytes], **kwargs: Any) -> Any:
-        """``digest.<job>(chunks, **kwargs)``: in a helper for a large output, else a thread.
+    async def run(
+        self,
+        job: Callable[Concatenate[list[bytes], P], R],
+        chunks: list[bytes],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> R:
+        """``job(chunks, *args, **kwargs)``: in a helper for a large output, else a thread.
 
-        A lone digest stays in a thread even when large: shipping the output to another
-        process only pays off when digests would otherwise queue for the one core. Jobs in
-        ``THREAD_JOBS`` always stay.
+        A helper runs only jobs registered in :data:`helper.JOBS` (found there by name);
+        any other job, and those in ``THREAD_JOBS``, always run in a thread. A lone job
+        stays in a thread even when large: shipping the output to another process only
+        pays off when digests would otherwise queue for the one core.
         """
         self._in_flight += 1
         try:
-            return await self._run(job, chunks, kwargs)
+            local = functools.partial(job, chunks, *args, **kwargs)
+            name = job_name(job)
+            alone = self._in_flight <= 1
+            small = sum(len(c) for c in chunks) < self.threshold
+            if self.processes <= 0 or alone or small or job in THREAD_JOBS or name not in JOBS:
+                return await asyncio.to_thread(local)
+            return cast(R, await self._in_helper(local, name, chunks, args, kwargs))
         finally:
             self._in_flight -= 1
 
-    async def _run(self, job: str, chunks: list[bytes], kwargs: dict[str, Any]) -> Any:
-        local = functools.partial(JOBS[job], chunks, **kwargs)
-        alone = self._in_flight <= 1
-        small = sum(len(c) for c in chunks) < self.threshold
-        if self.processes <= 0 or alone or small or job in THREAD_JOBS:
-            return await asyncio.to_thread(local)
+    async def _in_helper(
+        self,
+        local: Callable[[], Any],
+        name: str,
+        chunks: list[bytes],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        """The job in an idle helper (one started if none); in a thread if that fails."""
         if self._available is None:
             self._available = asyncio.Semaphore(self.processes)
         async with self._available:
@@ -167,7 +191,7 @@ class Offload:
                     return await asyncio.to_thread(local)
                 self._all.add(helper)
             try:
-                result = await helper.call(job, chunks, kwargs)
+                result = await helper.call(name, chunks, args, kwargs)
             except HelperDied as e:
                 log.warning("%s; digesting in a thread instead", e)
                 self._discard(helper)

@@ -34,7 +34,7 @@ from fs_search.worker.stores import open_store
 log = logging.getLogger("fs_search.worker")
 
 # Cancel requests reach an activity through heartbeat responses: a short throttle makes a
-# cancel reach rg within ~1 s (the activity heartbeats every 0.2 s).
+# cancel reach rg within ~1 s (the activity heartbeats every 0.25 s: progress.py).
 MAX_HEARTBEAT_THROTTLE = timedelta(milliseconds=500)
 PRUNE_INTERVAL_S = 3600.0
 

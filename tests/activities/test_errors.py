@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from fs_search.activities.errors import PatternSuspect, SearchError, rg_outcome
+from fs_search.activities.errors import PatternSuspect, SearchError, contract, rg_outcome
 from fs_search.activities.models import ErrorCode
 
 
@@ -121,8 +121,6 @@ def test_nothing_searched_is_an_empty_result():
 
 async def test_an_unexpected_failure_is_reported_without_its_text(caplog):
     """An unexpected exception's text (paths, endpoints) goes to the log, not to the model."""
-    from fs_search.activities.lifecycle import contract
-
     async def boom() -> None:
         raise RuntimeError("cannot open /home/worker/.aws/credentials at http://10.0.0.5:9000")
 

@@ -12,10 +12,10 @@ import sys
 import pytest
 
 from fs_search.activities import digest, parse
-from fs_search.activities.helper import HEADER, frame
+from fs_search.activities.helper import HEADER, frame, job_name
 from fs_search.activities.offload import Offload, mmap_large_allocations
 from fs_search.activities.paths import SearchTarget
-from tests.helpers import group_alive
+from tests.procs import alive, group
 
 TARGET = SearchTarget(run_dir="/tmp", file_arg=None, prefix="src", root="src")
 KW = {"target": TARGET, "cap": 5, "max_line_bytes": 20, "artifact": True, "every": True}
@@ -51,7 +51,7 @@ async def test_concurrent_large_digests_use_helpers_with_identical_results():
     offload = Offload(2, threshold=1024)
     try:
         results = await asyncio.gather(
-            *[offload.run("grep", chunks_of(data), **KW) for _ in range(4)]
+            *[offload.run(digest.grep, chunks_of(data), **KW) for _ in range(4)]
         )
         assert all(r == expected for r in results)
         assert len(offload.helper_pids) == 2
@@ -63,8 +63,8 @@ async def test_concurrent_large_digests_use_helpers_with_identical_results():
 async def test_a_lone_or_small_digest_stays_in_a_thread():
     """One digest at a time, or a small one, never starts a helper."""
     offload = Offload(2, threshold=1024)
-    await offload.run("grep", chunks_of(rg_json(40, 100)), **KW)
-    await asyncio.gather(*[offload.run("grep", [rg_json(1, 1)], **KW) for _ in range(3)])
+    await offload.run(digest.grep, chunks_of(rg_json(40, 100)), **KW)
+    await asyncio.gather(*[offload.run(digest.grep, [rg_json(1, 1)], **KW) for _ in range(3)])
     assert offload.helper_pids == []
 
 
@@ -73,12 +73,12 @@ async def test_errors_cross_back_and_the_helper_stays_usable():
     offload = Offload(1, threshold=10)
     try:
         outcomes = await asyncio.gather(
-            *[offload.run("grep", [b"not json\n" * 100], **KW) for _ in range(2)],
+            *[offload.run(digest.grep, [b"not json\n" * 100], **KW) for _ in range(2)],
             return_exceptions=True,
         )
         assert all(isinstance(o, parse.MalformedOutput) for o in outcomes)
         pids = offload.helper_pids
-        good = await asyncio.gather(*[offload.run("grep", [rg_json(2, 3)], **KW) for _ in range(2)])
+        good = await asyncio.gather(*[offload.run(digest.grep, [rg_json(2, 3)], **KW) for _ in range(2)])
         assert all(g.total == 6 for g in good) and offload.helper_pids == pids
     finally:
         offload.shutdown()
@@ -93,7 +93,7 @@ async def test_a_dead_helper_falls_back_to_a_thread():
         os.killpg(pid, signal.SIGKILL)
         await asyncio.sleep(0.1)
         results = await asyncio.gather(
-            *[offload.run("grep", [rg_json(3, 3)], **KW) for _ in range(2)]
+            *[offload.run(digest.grep, [rg_json(3, 3)], **KW) for _ in range(2)]
         )
         assert [r.total for r in results] == [9, 9]
         assert pid not in offload.helper_pids
@@ -106,8 +106,8 @@ async def test_cancelling_a_call_discards_its_helper():
     offload = Offload(1, threshold=10)
     big = [rg_json(200, 500)]
     try:
-        blocker = asyncio.ensure_future(offload.run("grep", [rg_json(1, 1)], **KW))
-        task = asyncio.ensure_future(offload.run("grep", big, **KW))
+        blocker = asyncio.ensure_future(offload.run(digest.grep, [rg_json(1, 1)], **KW))
+        task = asyncio.ensure_future(offload.run(digest.grep, big, **KW))
         await blocker
         await asyncio.sleep(0.05)
         pids = offload.helper_pids
@@ -115,7 +115,7 @@ async def test_cancelling_a_call_discards_its_helper():
         with pytest.raises(asyncio.CancelledError):
             await task
         await asyncio.sleep(0.2)
-        assert pids and not any(group_alive(p) for p in pids)
+        assert pids and not any(alive(group(p)) for p in pids)
         assert offload.helper_pids == []
     finally:
         offload.shutdown()
@@ -126,10 +126,10 @@ async def test_shutdown_kills_helpers():
     offload = Offload(2)
     await offload.warm()
     pids = offload.helper_pids
-    assert len(pids) == 2 and all(group_alive(p) for p in pids)
+    assert len(pids) == 2 and all(alive(group(p)) for p in pids)
     offload.shutdown()
     await asyncio.sleep(0.2)
-    assert not any(group_alive(p) for p in pids)
+    assert not any(alive(group(p)) for p in pids)
 
 
 def test_helper_exits_when_its_stdin_closes():
@@ -142,7 +142,7 @@ def test_helper_exits_when_its_stdin_closes():
     )
     assert proc.stdin is not None and proc.stdout is not None
     raw = rg_json(1, 2)
-    proc.stdin.write(frame(("grep", KW)) + HEADER.pack(len(raw)) + raw)
+    proc.stdin.write(frame((job_name(digest.grep), (), KW)) + HEADER.pack(len(raw)) + raw)
     proc.stdin.flush()
     size = HEADER.unpack(proc.stdout.read(HEADER.size))[0]
     import pickle
@@ -159,7 +159,7 @@ async def test_glob_digests_stay_in_a_thread():
     offload = Offload(2, threshold=10)
     try:
         kw = {"target": KW["target"], "cap": 5, "sample": True, "artifact": True, "every": False}
-        results = await asyncio.gather(*[offload.run("glob", [raw], **kw) for _ in range(3)])
+        results = await asyncio.gather(*[offload.run(digest.glob, [raw], **kw) for _ in range(3)])
         assert offload.helper_pids == []
         assert all(r.total == 20_000 and len(r.shown) == 5 for r in results)
     finally:

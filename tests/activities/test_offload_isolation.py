@@ -41,7 +41,7 @@ async def test_helpers_never_import_from_the_cwd_or_pythonpath(tmp_path, monkeyp
     expected = digest.grep([data], **KW)
     offload = Offload(1, threshold=10)
     try:
-        results = await asyncio.gather(*[offload.run("grep", [data], **KW) for _ in range(2)])
+        results = await asyncio.gather(*[offload.run(digest.grep, [data], **KW) for _ in range(2)])
         cwds = [os.readlink(f"/proc/{pid}/cwd") for pid in offload.helper_pids]
     finally:
         offload.shutdown()

@@ -1,0 +1,264 @@
+"""The one search pipeline glob and grep share, run over a per-tool :class:`SearchSpec`.
+
+checks → budget → target → rg (the spec's argv and rules) → outcome → digest (offloaded)
+→ spill → render → payload check → result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import tempfile
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import Generic, Literal, Protocol, TypeVar
+
+from opentelemetry.trace import Span
+
+from fs_search.activities import parse
+from fs_search.activities.checks import budget_s, check_sizes
+from fs_search.activities.config import FsSearchConfig
+from fs_search.activities.errors import (
+    PatternSuspect,
+    SearchError,
+    is_invalid_pattern,
+    pattern_error_message,
+    rg_outcome,
+)
+from fs_search.activities.executor import Executor, RgRun
+from fs_search.activities.models import ErrorCode, GlobRequest, GrepRequest, SpillRef
+from fs_search.activities.offload import Offload
+from fs_search.activities.paths import SearchTarget, Workspace
+from fs_search.activities.progress import Progress
+from fs_search.activities.render import SpillNote
+from fs_search.activities.saving import Saver
+from fs_search.activities.telemetry import SearchTelemetry
+
+log = logging.getLogger(__name__)
+
+# Runs one argv as this call's rg: in its target, under its budget, reporting progress.
+RunRg = Callable[[list[str]], Awaitable[RgRun]]
+
+
+class Digest(Protocol):
+    """What the pipeline reads of a digest: whether it is over the cap, and its artifact."""
+
+    @property
+    def truncated(self) -> bool: ...
+
+    @property
+    def artifact(self) -> str | None: ...
+
+
+Req = TypeVar("Req", GlobRequest, GrepRequest)
+D = TypeVar("D", bound=Digest)
+Res = TypeVar("Res")
+
+
+@dataclass(frozen=True)
+class Searched:
+    """The rg run a spec settled on.
+
+    Attributes:
+        run: the finished rg process.
+        clean_argv: the same search with no file operand: where a suspected pattern
+            error is confirmed (an empty directory, so no tree can speak).
+        complete: rg's output ended as a finished search.
+        note: a line the result's text ends with, when the run differed from the ask.
+    """
+
+    run: RgRun
+    clean_argv: list[str]
+    complete: bool
+    note: str | None = None
+
+
+class SearchSpec(ABC, Generic[Req, D, Res]):
+    """What one tool adds to the pipeline: its checks, rg runs, digest, text and result."""
+
+    name: Literal["glob", "grep"]
+
+    def __init__(self, config: FsSearchConfig) -> None:
+        self.config = config
+
+    @abstractmethod
+    def check(self, req: Req) -> None:
+        """The tool's own argument checks (after the size checks every request gets)."""
+
+    @abstractmethod
+    async def search(self, req: Req, *, target: SearchTarget, rg: str, run: RunRg) -> Searched:
+        """Run rg for ``req`` (through ``run``) and say which run the result comes from."""
+
+    @abstractmethod
+    async def digest(
+        self, offload: Offload, chunks: list[bytes], *, target: SearchTarget, req: Req
+    ) -> D:
+        """rg's output digested off the event loop; ``chunks`` is consumed."""
+
+    @abstractmethod
+    def text(self, got: D, *, target: SearchTarget, spill: SpillNote | None, partial: bool) -> str:
+        """The model-facing text."""
+
+    @abstractmethod
+    def payload_estimate(self, got: D) -> int:
+        """About how many bytes every entry of a ``spill: false`` result takes."""
+
+    @abstractmethod
+    def result(
+        self,
+        req: Req,
+        got: D,
+        *,
+        target: SearchTarget,
+        text: str,
+        partial: bool,
+        spill: SpillRef | None,
+        spill_error: str | None,
+    ) -> Res:
+        """The activity's result."""
+
+
+class Pipeline:
+    """Runs a :class:`SearchSpec` for one request, from checks to result.
+
+    Args:
+        config: validated settings.
+        workspace: the tree this worker owns.
+        executor: runs rg as killable process groups.
+        offload: where rg output is digested.
+        saver: spills over-cap results and checks the payload store.
+        telemetry: spans.
+        rg_path: the probed rg binary (None: unavailable, searches fail).
+    """
+
+    def __init__(
+        self,
+        config: FsSearchConfig,
+        workspace: Workspace,
+        *,
+        executor: Executor,
+        offload: Offload,
+        saver: Saver,
+        telemetry: SearchTelemetry,
+        rg_path: str | None,
+    ) -> None:
+        self.config = config
+        self.workspace = workspace
+        self.executor = executor
+        self.offload = offload
+        self.saver = saver
+        self.telemetry = telemetry
+        self.rg_path = rg_path
+        # Where a suspected pattern error is confirmed: rg sees no tree there.
+        self._empty_dir = tempfile.TemporaryDirectory(prefix="fs-search-empty-")
+
+    async def run(self, spec: SearchSpec[Req, D, Res], req: Req, progress: Progress) -> Res:
+        """Check, search, digest, spill, render: ``req``'s result or its contract error."""
+        check_sizes(req)
+        spec.check(req)
+        budget = budget_s(req.timeout_ms, cap_ms=self.config.timeout_ms)
+        target = self.workspace.target(cwd=req.cwd, path=req.path, tool=spec.name)
+        rg = self._rg()
+
+        async def run_rg(argv: list[str]) -> RgRun:
+            return await self.executor.run(
+                argv,
+                cwd=target.run_dir,
+                timeout_s=budget,
+                max_stdout=self.config.raw_output_max_bytes,
+                progress=progress,
+                workspace=self.workspace.root,
+            )
+
+        with self._rg_span(spec.name, progress) as span:
+            searched = await spec.search(req, target=target, rg=rg, run=run_rg)
+            span.set_attribute("fs_search.exit_code", searched.run.returncode)
+            partial = await self._outcome(searched, budget, file_arg=target.file_arg)
+        with self._phase("parse", progress):
+            # Parsed once rg is done (overflowing output is never parsed), off the event
+            # loop: in a helper process when large, so concurrent searches use every core.
+            try:
+                got = await spec.digest(self.offload, searched.run.chunks, target=target, req=req)
+            except parse.MalformedOutput as e:
+                raise SearchError(
+                    ErrorCode.SEARCH_FAILED, f"malformed rg --json output: {e}"
+                ) from e
+        ref, error, note = None, None, None
+        if got.truncated and req.spill and got.artifact is not None:
+            ref, error, note = await self.saver.spill(spec.name, progress, got.artifact)
+        with self._phase("render", progress):
+            text = spec.text(got, target=target, spill=note, partial=partial)
+            if searched.note:
+                text = f"{text}\n{searched.note}"
+        if not req.spill:
+            await self.saver.ready_for(
+                spec.payload_estimate(got) + len(text), self.config.payload_threshold_bytes
+            )
+        return spec.result(
+            req, got, target=target, text=text, partial=partial, spill=ref, spill_error=error
+        )
+
+    def _rg(self) -> str:
+        if self.rg_path is None:
+            raise SearchError(ErrorCode.SEARCH_FAILED, "ripgrep is not available on this worker")
+        return self.rg_path
+
+    @contextlib.contextmanager
+    def _rg_span(self, tool: str, progress: Progress) -> Iterator[Span]:
+        """The ``fs_search.rg`` span: exit code, raw bytes and outcome of the rg run."""
+        progress.phase = "rg"
+        with self.telemetry.span(
+            "fs_search.rg",
+            **{"fs_search.tool": tool, "fs_search.workspace_id": self.telemetry.workspace_id},
+        ) as span:
+            try:
+                yield span
+                span.set_attribute("fs_search.outcome", "ok")
+            finally:
+                span.set_attribute("fs_search.raw_bytes", progress.raw_bytes)
+
+    @contextlib.contextmanager
+    def _phase(self, name: str, progress: Progress) -> Iterator[Span]:
+        progress.phase = name
+        with self.telemetry.span(f"fs_search.{name}") as span:
+            yield span
+
+    async def _outcome(self, searched: Searched, budget_s: float, *, file_arg: str | None) -> bool:
+        """``partial``, or the contract error for rg's exit; rg's stderr is only logged."""
+        run = searched.run
+        if run.stderr.strip():
+            log.info(
+                "rg exit %d; stderr (not shown to the model): %r", run.returncode, run.stderr[:4096]
+            )
+        if run.fifo_refused:
+            raise SearchError(
+                ErrorCode.SEARCH_FAILED,
+                "rg was stopped: it waited on a FIFO (named pipe) in the workspace that "
+                "leads outside it; remove the FIFO",
+            )
+        try:
+            return rg_outcome(
+                run.returncode,
+                run.stderr,
+                produced_output=run.produced_output,
+                complete=searched.complete,
+                file_arg=file_arg,
+            )
+        except PatternSuspect:
+            pass
+        # rg's complaint may come from an ignore file in the tree: only a run that sees
+        # nothing but the request (an empty directory) may be quoted to the model.
+        clean = await self.executor.run(
+            searched.clean_argv,
+            cwd=self._empty_dir.name,
+            timeout_s=min(budget_s, 5.0),
+            max_stdout=64 * 1024,
+            workspace=self._empty_dir.name,
+        )
+        if clean.returncode == 2 and is_invalid_pattern(clean.stderr):
+            raise SearchError(ErrorCode.SEARCH_INVALID_PATTERN, pattern_error_message(clean.stderr))
+        raise SearchError(
+            ErrorCode.SEARCH_FAILED,
+            f"rg failed [exit={run.returncode}] before searching; the worker log has details",
+        )

@@ -1,0 +1,57 @@
+"""Live state of one search call, and the heartbeats that report it to Temporal."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from temporalio import activity
+
+# SPEC: the activity heartbeats every <= 0.25 s (the worker's throttle sends at most one
+# per 0.5 s), so a cancel reaches rg within about a second.
+HEARTBEAT_INTERVAL_S = 0.25
+
+
+@dataclass
+class Progress:
+    """Live state of one search, read by the heartbeat timer."""
+
+    phase: str = "starting"
+    raw_bytes: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    def elapsed_ms(self) -> int:
+        """Milliseconds since the search started."""
+        return int((time.monotonic() - self.started) * 1000)
+
+    def details(self) -> dict[str, object]:
+        """Heartbeat details: phase, raw bytes read, elapsed ms."""
+        return {"phase": self.phase, "raw_bytes": self.raw_bytes, "elapsed_ms": self.elapsed_ms()}
+
+
+@contextlib.asynccontextmanager
+async def heartbeating(
+    progress: Progress, *, interval_s: float = HEARTBEAT_INTERVAL_S
+) -> AsyncIterator[None]:
+    """Heartbeat every ``interval_s`` with ``progress.details()`` while the body runs.
+
+    A timer, not output, drives it: a search that finds nothing still heartbeats, so
+    cancellation reaches it. Outside an activity it does nothing.
+    """
+
+    async def beat() -> None:
+        # The first beat comes after one interval: a quick search costs no heartbeat.
+        while True:
+            await asyncio.sleep(interval_s)
+            activity.heartbeat(progress.details())
+
+    task = asyncio.create_task(beat()) if activity.in_activity() else None
+    try:
+        yield
+    finally:
+        # Not awaited: awaiting here could swallow a cancellation of the activity itself.
+        if task is not None:
+            task.cancel()
