@@ -1,4 +1,4 @@
-"""Test helpers: deterministic trees, sparse files, process checks."""
+"""Test helpers: deterministic trees and sparse files (processes: tests/procs.py)."""
 
 from __future__ import annotations
 
@@ -28,28 +28,6 @@ def sparse_file(path: Path, gigabytes: int = 100) -> Path:
     with open(path, "wb") as f:
         f.truncate(gigabytes * 1024**3)
     return path
-
-
-def group_alive(pgid: int) -> bool:
-    """Whether any process of the group still exists (zombies excluded)."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # killpg succeeds for zombies too: look for a live member in /proc.
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
 
 
 def big_tree(

@@ -1,4 +1,4 @@
-"""Worker processes for tests: `fs-search worker` subprocesses, their rg children, their RSS."""
+"""Processes in tests: `fs-search worker` subprocesses, their rg children, RSS, liveness."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import psutil
@@ -103,16 +104,28 @@ def rg_processes(cwd_under: Path | None = None) -> list[psutil.Process]:
     return found
 
 
-def all_gone(procs: list[psutil.Process]) -> bool:
-    """Whether none of these processes is alive (zombies count as gone)."""
+def alive(procs: Iterable[psutil.Process]) -> list[psutil.Process]:
+    """Those of ``procs`` still running: the suite's one liveness check (zombies count as gone)."""
 
-    def alive(p: psutil.Process) -> bool:
+    def running(p: psutil.Process) -> bool:
         try:
             return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
         except psutil.Error:
             return False
 
-    return not any(alive(p) for p in procs)
+    return [p for p in procs if running(p)]
+
+
+def group(pgid: int) -> list[psutil.Process]:
+    """The processes of a process group (``alive(group(pgid))``: is any member left?)."""
+    members = []
+    for p in psutil.process_iter():
+        try:
+            if os.getpgid(p.pid) == pgid:
+                members.append(p)
+        except (OSError, psutil.Error):
+            continue
+    return members
 
 
 def _descends_from(p: psutil.Process, ancestor: int) -> bool:

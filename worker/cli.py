@@ -10,7 +10,12 @@ import sys
 from collections.abc import Sequence
 
 from fs_search.activities.config import ConfigError, FsSearchConfig
-from fs_search.activities.models import ToolResult
+from fs_search.activities.models import (
+    MAX_READ_SPILL_LINES,
+    ArgumentProblem,
+    ReadSpillRequest,
+    ToolResult,
+)
 from fs_search.worker.connect import TemporalSettingsError, TemporalUnreachable
 from fs_search.worker.telemetry import TelemetryConfigError
 
@@ -93,8 +98,16 @@ def _parser() -> argparse.ArgumentParser:
     spill_sub = spill.add_subparsers(dest="spill_command", required=True)
     r = spill_sub.add_parser("read", help="print a page of a spill artifact")
     r.add_argument("locator")
-    r.add_argument("--offset", type=int, default=0)
-    r.add_argument("--limit", type=int, default=2000)
+    page = ReadSpillRequest.model_fields
+    r.add_argument(
+        "--offset", type=int, default=page["offset"].default, help=page["offset"].description
+    )
+    r.add_argument(
+        "--limit",
+        type=int,
+        default=page["limit"].default,
+        help=f"{(page['limit'].description or '').rstrip('.')} (at most {MAX_READ_SPILL_LINES})",
+    )
     return parser
 
 
@@ -228,10 +241,17 @@ async def _spill_read(args: argparse.Namespace) -> int:
     from fs_search.activities.render import read_spill_text
     from fs_search.worker.stores import open_store
 
+    try:
+        req = ReadSpillRequest.checked(
+            {"locator": args.locator, "offset": args.offset, "limit": args.limit}
+        )
+    except ArgumentProblem as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return EXIT_TOOL_ERROR
     config = FsSearchConfig.load(overrides={"sample_over_cap_glob_results": False})
     store = open_store(config)
     try:
-        page = await store.read(args.locator, offset=args.offset, limit=args.limit)
+        page = await store.read(req.locator, offset=req.offset, limit=req.limit)
     except SearchError as e:
         print(f"Error: {e.message}", file=sys.stderr)
         return EXIT_TOOL_ERROR

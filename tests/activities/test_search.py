@@ -13,7 +13,8 @@ from temporalio.testing import ActivityEnvironment
 
 from fs_search.activities.catalogue import GLOB_PROMPT_HEAD, GLOB_PROMPT_SAMPLED, GREP_PROMPT
 from fs_search.activities.models import GlobRequest, GrepRequest, ReadSpillRequest
-from tests.helpers import group_alive, sparse_file, write_tree
+from tests.helpers import sparse_file, write_tree
+from tests.procs import alive, group
 
 
 async def run(activity, *args):
@@ -499,7 +500,7 @@ async def test_budget_aborts_and_kills_rg(ws, make_activities):
     pgids = acts.executor.live_process_groups
     err = await asyncio.wait_for(task, 10)
     assert err.type == "SEARCH_ABORTED"
-    assert pgids and not any(group_alive(p) for p in pgids)
+    assert pgids and not any(alive(group(p)) for p in pgids)
 
 
 async def test_worker_cap_on_budget(ws, make_activities):
@@ -537,11 +538,11 @@ async def test_cancellation_kills_rg_group_and_reraises(ws, make_activities):
         if acts.executor.live_process_groups:
             break
     pgids = acts.executor.live_process_groups
-    assert pgids and group_alive(pgids[0])
+    assert pgids and alive(group(pgids[0]))
     env.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 5)
-    assert not group_alive(pgids[0])
+    assert not alive(group(pgids[0]))
 
 
 async def test_overflow_kills_rg_at_the_cap(tmp_path, make_activities):

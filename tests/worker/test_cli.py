@@ -174,6 +174,17 @@ async def test_spill_read_pages_an_s3_artifact(s3, make_activities, tmp_path):
     assert p.returncode == 1 and "outside" in p.stderr
 
 
+def test_spill_read_page_arguments_are_the_models(tmp_path):
+    """`spill read` checks offset/limit as read_spill does; its defaults are the model's."""
+    env = {"FS_SEARCH_SPILL_URL": f"file://{tmp_path}/spill"}
+    p = cli("spill", "read", f"{tmp_path}/spill/wf/run/1.glob.txt", "--offset", "-1", env=env)
+    assert p.returncode == 1 and p.stderr.strip() == "Error: offset must be >= 0 (got -1)"
+    p = cli("spill", "read", f"{tmp_path}/spill/wf/run/1.glob.txt", "--limit", "0", env=env)
+    assert p.returncode == 1 and p.stderr.strip() == "Error: limit must be >= 1 (got 0)"
+    usage = " ".join(cli("spill", "read", "--help").stdout.split())
+    assert "First line, 0-based." in usage and "(at most 2000)" in usage
+
+
 def test_unreadable_tls_settings_exit_2():
     """A missing TLS file in the Temporal settings is a clear usage error, not a traceback."""
     p = cli(

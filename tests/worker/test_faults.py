@@ -17,7 +17,7 @@ from temporalio.worker import Worker
 from fs_search.activities.models import ErrorCode
 from tests.conftest import start_s3
 from tests.helpers import sparse_file, write_tree
-from tests.procs import WorkerProcess, all_gone, wait_until
+from tests.procs import WorkerProcess, alive, wait_until
 from tests.workflows_under_test import Calls, CallsWorkflow, Options
 
 MATCHES = 300
@@ -87,7 +87,7 @@ async def test_killed_worker_search_is_retried_on_restarted_worker(dev_env, tmp_
     async with _slow_call(dev_env, tmp_path, heartbeat_ms=2000) as call:
         call.worker.kill()
         # The orphan cannot outlive its budget (20 s + the 2 s backstop grace).
-        await asyncio.to_thread(wait_until, lambda: all_gone(call.rg), 25)
+        await asyncio.to_thread(wait_until, lambda: not alive(call.rg), 25)
         second = WorkerProcess(call.ws, _address(dev_env), call.workspace_id, env=call.env)
         try:
             [result] = await asyncio.wait_for(call.handle.result(), 90)
@@ -123,7 +123,7 @@ async def test_backstop_kills_orphaned_rg_at_its_budget(dev_env, tmp_path):
         worker.kill()
         await asyncio.to_thread(
             wait_until,
-            lambda: all_gone(orphans),
+            lambda: not alive(orphans),
             15,
         )
         lifetime = time.time() - started
@@ -140,7 +140,7 @@ async def test_graceful_shutdown_kills_rg_and_the_retry_succeeds(dev_env, tmp_pa
         stopped = time.monotonic()
         assert await asyncio.to_thread(call.worker.terminate, 15) == 0
         assert time.monotonic() - stopped < 8
-        assert all_gone(call.rg)
+        assert not alive(call.rg)
 
         async def last_failure_type() -> str | None:
             desc = await call.handle.describe()
@@ -270,4 +270,4 @@ async def test_helper_processes_die_with_a_killed_worker(dev_env, tmp_path):
         await asyncio.sleep(0.05)
     assert len(helpers) == 2
     worker.kill()
-    await asyncio.to_thread(wait_until, lambda: all_gone(helpers), 10)
+    await asyncio.to_thread(wait_until, lambda: not alive(helpers), 10)

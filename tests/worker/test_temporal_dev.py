@@ -16,7 +16,8 @@ from temporalio.worker import Worker
 
 from fs_search.activities.models import ErrorCode
 from fs_search.worker.app import new_worker
-from tests.helpers import group_alive, sparse_file, write_tree
+from tests.helpers import sparse_file, write_tree
+from tests.procs import alive, group
 from tests.workflows_under_test import Calls, CallsWorkflow, CancelOneCallWorkflow, Options
 
 WORKFLOWS = [CallsWorkflow, CancelOneCallWorkflow]
@@ -51,7 +52,7 @@ async def _long_grep(dev_env, make_activities, tmp_path: Path, workflow) -> Asyn
             workflow.run, spec, id=f"wf-{uuid.uuid4()}", task_queue=queue
         )
         pgid = await _wait_for_group(acts)
-        assert group_alive(pgid)
+        assert alive(group(pgid))
         yield handle, pgid
 
 
@@ -67,7 +68,7 @@ async def test_cancel_one_call_kills_rg_group(dev_env, make_activities, tmp_path
         latency = time.monotonic() - requested
     assert result.is_error and result.error is not None
     assert result.error.code == ErrorCode.SEARCH_ABORTED
-    assert not group_alive(pgid)
+    assert not alive(group(pgid))
     assert latency < 5, latency
 
 
@@ -78,7 +79,7 @@ async def test_whole_workflow_cancel_propagates(dev_env, make_activities, tmp_pa
         with pytest.raises(WorkflowFailureError) as info:
             await handle.result()
         assert isinstance(info.value.cause, CancelledError)
-        assert not group_alive(pgid)
+        assert not alive(group(pgid))
 
 
 async def test_budget_and_overflow(dev_env, make_activities, tmp_path: Path):
