@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fs_search.activities import digest, render
+from fs_search.activities import digest, glob_names, render
 from fs_search.activities.paths import SearchTarget
 
 ROOT = SearchTarget(run_dir="/w", file_arg=None, prefix="", root=".")
@@ -105,7 +105,7 @@ def test_glob_digest_matches_rendering_the_decoded_list(
     whatever the chunking, and past the limit of directories counted in a dict too."""
     chunks = split(b"".join(n + b"\0" for n in names), cuts)
     limits = {"_MAX_KEYS": 1, "_WINDOW": 5} if small_limits else {}
-    with mock.patch.multiple(digest, **limits) if limits else contextlib.nullcontext():
+    with mock.patch.multiple(glob_names, **limits) if limits else contextlib.nullcontext():
         got = digest.glob(chunks, target, cap=cap, sample=sample, artifact=True, every=True)
     page, shown, display, artifact = reference(names, target, cap=cap, sample=sample)
     assert (got.page, got.shown, got.every, got.total) == (page, shown, display, len(names))
@@ -225,7 +225,7 @@ def test_glob_digest_memory_is_a_small_multiple_of_the_output(name, size, limits
     size = sum(len(c) for c in chunks)
     tracemalloc.start()
     try:
-        with mock.patch.multiple(digest, **limits) if limits else contextlib.nullcontext():
+        with mock.patch.multiple(glob_names, **limits) if limits else contextlib.nullcontext():
             got = digest.glob(chunks, ROOT, cap=100, sample=True, artifact=True, every=False)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
