@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
@@ -51,6 +52,19 @@ DEFAULT_RETRY_POLICY = RetryPolicy(
 SUMMARY_MAX_BYTES = 200
 
 
+def with_contract_codes(policy: RetryPolicy) -> RetryPolicy:
+    """``policy`` with the contract's codes and PayloadsTooLarge added as non-retryable.
+
+    A caller's own policy is merged, not trusted to list them: a contract error retried
+    would only fail again.
+    """
+    own = list(policy.non_retryable_error_types or [])
+    missing = [t for t in NON_RETRYABLE_ERROR_TYPES if t not in own]
+    if not missing:
+        return policy
+    return dataclasses.replace(policy, non_retryable_error_types=own + missing)
+
+
 class FsSearchTools:
     """glob/grep/read_spill as tool calls from workflow code, with model-ready results.
 
@@ -66,7 +80,8 @@ class FsSearchTools:
         start_to_close_timeout: default ``timeout_ms`` + 5 s.
         heartbeat_timeout: default 5 s.
         schedule_to_start_timeout: default 30 s (no live worker for the workspace).
-        retry_policy: default 3 attempts, contract codes and PayloadsTooLarge not retried.
+        retry_policy: default 3 attempts. The contract codes and PayloadsTooLarge are never
+            retried: they are added to a policy given here.
         cancellation_type: default WAIT_CANCELLATION_COMPLETED (rg is dead when the
             cancel returns).
     """
@@ -107,7 +122,7 @@ class FsSearchTools:
             start_to_close_timeout=self.start_to_close_timeout,
             heartbeat_timeout=self.heartbeat_timeout,
             schedule_to_start_timeout=self.schedule_to_start_timeout,
-            retry_policy=self.retry_policy,
+            retry_policy=with_contract_codes(self.retry_policy),
             cancellation_type=self.cancellation_type,
         )
         if summary:
