@@ -1,20 +1,30 @@
-"""FsSearchPlugin: the data converter and external storage callers and workers install."""
+"""FsSearchPlugin: converter, external storage, tracing and sandbox passthrough for fs-search."""
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from collections.abc import Callable
 
 from opentelemetry.trace import Tracer
 from temporalio.contrib.opentelemetry import TracingInterceptor
-from temporalio.contrib.pydantic import PydanticPayloadConverter
-from temporalio.converter import DataConverter, DefaultPayloadConverter, ExternalStorage
+from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter, PydanticPayloadConverter
+from temporalio.converter import (
+    CompositePayloadConverter,
+    DataConverter,
+    DefaultPayloadConverter,
+    ExternalStorage,
+    PayloadConverter,
+)
 from temporalio.plugin import SimplePlugin
+from temporalio.worker import WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from fs_search.workflows.storage import DEFAULT_PAYLOAD_THRESHOLD, external_storage_for
 
 PLUGIN_NAME = "fs_search.FsSearchPlugin"
+log = logging.getLogger(__name__)
 
 
 class FsSearchPlugin(SimplePlugin):
@@ -25,8 +35,11 @@ class FsSearchPlugin(SimplePlugin):
     like the workers: ``FS_SEARCH_SPILL_URL`` / ``FS_SEARCH_S3_ENDPOINT_URL`` (or the
     arguments). With an ``s3://`` store that is Temporal's S3 driver on the same bucket; with
     the ``file://`` default it is a local directory, which only works where caller and worker
-    share the filesystem. Settings the caller already has (codec, failure converter, a custom
-    payload converter, its own external storage) are kept.
+    share the filesystem. The caller's codec, failure converter and own external storage are
+    kept; a payload converter that is not pydantic-aware cannot carry fs-search's models, so
+    it is replaced by ``PydanticPayloadConverter`` (with a warning naming it). Workers built
+    from the client pass ``fs_search`` through the workflow sandbox, so workflow code may
+    import it at top level, without ``workflow.unsafe.imports_passed_through()``.
 
     Args:
         spill_url: the workers' spill store URL (default: ``FS_SEARCH_SPILL_URL``).
@@ -63,12 +76,50 @@ class FsSearchPlugin(SimplePlugin):
             )
         self.external_storage = external_storage or None
         interceptors = [TracingInterceptor(tracer)] if tracing else None
-        super().__init__(PLUGIN_NAME, data_converter=self._converter, interceptors=interceptors)
+        super().__init__(
+            PLUGIN_NAME,
+            data_converter=self._converter,
+            interceptors=interceptors,
+            workflow_runner=_pass_fs_search_through,
+        )
 
     def _converter(self, existing: DataConverter | None) -> DataConverter:
         base = existing or DataConverter.default
-        if base.payload_converter_class is DefaultPayloadConverter:
+        if not _pydantic_aware(base.payload_converter_class()):
+            replaced = base.payload_converter_class
+            if replaced is not DefaultPayloadConverter:
+                log.warning(
+                    "FsSearchPlugin replaced the payload converter %s.%s with "
+                    "temporalio.contrib.pydantic.PydanticPayloadConverter: fs-search's "
+                    "pydantic models cannot be converted without it",
+                    replaced.__module__,
+                    replaced.__qualname__,
+                )
             base = dataclasses.replace(base, payload_converter_class=PydanticPayloadConverter)
         if isinstance(self.external_storage, ExternalStorage) and base.external_storage is None:
             base = dataclasses.replace(base, external_storage=self.external_storage)
         return base
+
+
+def _pydantic_aware(converter: PayloadConverter) -> bool:
+    """Whether JSON goes through pydantic (PydanticPayloadConverter, or a composite using it)."""
+    if isinstance(converter, PydanticPayloadConverter):
+        return True
+    return isinstance(converter, CompositePayloadConverter) and any(
+        isinstance(c, PydanticJSONPlainPayloadConverter) for c in converter.converters.values()
+    )
+
+
+def _pass_fs_search_through(runner: WorkflowRunner | None) -> WorkflowRunner:
+    """The worker's sandbox with ``fs_search`` passed through (imported once, from the host).
+
+    fs-search's workflow-side modules are deterministic (pydantic models, the helper), so
+    workflow code can import them at top level as it imports ``temporalio``.
+    """
+    if runner is None:
+        runner = SandboxedWorkflowRunner()
+    if isinstance(runner, SandboxedWorkflowRunner):
+        return dataclasses.replace(
+            runner, restrictions=runner.restrictions.with_passthrough_modules("fs_search")
+        )
+    return runner

@@ -3,21 +3,31 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
+import uuid
+from pathlib import Path
 
+import pytest
 from temporalio.api.common.v1 import Payload
+from temporalio.client import Client
 from temporalio.contrib.aws.s3driver import S3StorageDriver
 from temporalio.contrib.opentelemetry import TracingInterceptor
-from temporalio.contrib.pydantic import PydanticPayloadConverter
+from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
 from temporalio.converter import (
     DataConverter,
+    DefaultFailureConverter,
     DefaultPayloadConverter,
     ExternalStorage,
     PayloadCodec,
 )
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from fs_search.activities.models import GrepResult
+from fs_search.activities.models import ErrorCode, GrepResult
 from fs_search.workflows.plugin import FsSearchPlugin
 from fs_search.workflows.storage import LocalDirectoryDriver
+from tests.workflows import sandbox_workflows
+from tests.workflows.sandbox_workflows import HOST_PROBE, Probe, TopLevelImportWorkflow
 
 
 class Rot13Codec(PayloadCodec):
@@ -44,22 +54,64 @@ def test_default_converter_becomes_pydantic_with_local_storage(tmp_path):
 
 
 def test_callers_settings_are_kept():
-    """A caller's codec, custom payload converter and external storage survive the plugin."""
+    """A caller's codec, failure converter, pydantic converter and external storage survive."""
 
-    class MyConverter(DefaultPayloadConverter):
+    class MyPydantic(PydanticPayloadConverter):
+        pass
+
+    class MyFailures(DefaultFailureConverter):
         pass
 
     own_storage = ExternalStorage(drivers=[LocalDirectoryDriver("/tmp/elsewhere", name="mine")])
     existing = dataclasses.replace(
         DataConverter.default,
-        payload_converter_class=MyConverter,
+        payload_converter_class=MyPydantic,
         payload_codec=Rot13Codec(),
+        failure_converter_class=MyFailures,
         external_storage=own_storage,
     )
     converter = _configured(FsSearchPlugin(getenv=lambda _: None), existing)
-    assert converter.payload_converter_class is MyConverter
+    assert converter.payload_converter_class is MyPydantic
     assert isinstance(converter.payload_codec, Rot13Codec)
+    assert converter.failure_converter_class is MyFailures
     assert converter.external_storage is own_storage
+
+
+def test_non_pydantic_converter_is_replaced_with_a_warning(caplog):
+    """A payload converter that cannot carry our models is replaced, and the log names it;
+    the rest of the caller's converter is kept."""
+
+    class MyConverter(DefaultPayloadConverter):
+        pass
+
+    existing = dataclasses.replace(
+        DataConverter.default, payload_converter_class=MyConverter, payload_codec=Rot13Codec()
+    )
+    with caplog.at_level(logging.WARNING, logger="fs_search.workflows.plugin"):
+        converter = _configured(FsSearchPlugin(getenv=lambda _: None), existing)
+    assert converter.payload_converter_class is PydanticPayloadConverter
+    assert isinstance(converter.payload_codec, Rot13Codec)
+    [record] = caplog.records
+    assert "MyConverter" in record.getMessage() and "PydanticPayloadConverter" in record.message
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="fs_search.workflows.plugin"):
+        _configured(FsSearchPlugin(getenv=lambda _: None))  # the SDK default: replaced quietly
+    assert caplog.records == []
+
+
+def test_sandbox_passes_fs_search_through_keeping_the_callers_restrictions():
+    """Workers get fs_search passed through on top of their own sandbox settings; an
+    unsandboxed runner is left alone."""
+    plugin = FsSearchPlugin(tracing=False, external_storage=False, getenv=lambda _: None)
+    own = SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules("my_models")
+    )
+    runner = plugin.configure_worker({"workflow_runner": own})["workflow_runner"]  # type: ignore[typeddict-item]
+    assert isinstance(runner, SandboxedWorkflowRunner)
+    assert {"fs_search", "my_models"} <= runner.restrictions.passthrough_modules
+    unsandboxed = UnsandboxedWorkflowRunner()
+    config = plugin.configure_worker({"workflow_runner": unsandboxed})  # type: ignore[typeddict-item]
+    assert config["workflow_runner"] is unsandboxed
 
 
 def test_s3_store_from_environment():
@@ -110,3 +162,67 @@ async def test_local_driver_round_trip_and_integrity(tmp_path):
         await driver.retrieve(
             StorageDriverRetrieveContext(), [StorageDriverClaim({"sha256": "../../etc/passwd"})]
         )
+
+
+# --- on a real Temporal test server ----------------------------------------------------------
+
+
+@pytest.fixture
+def host_probe(monkeypatch):
+    """Marks every fs_search module of the host, so a workflow can tell a sandbox re-import."""
+    import sys
+
+    for name, module in list(sys.modules.items()):
+        if name.split(".")[0] == "fs_search":
+            monkeypatch.setattr(module, HOST_PROBE, True, raising=False)
+
+
+async def _probe(client: Client) -> Probe:
+    queue = f"wf-{uuid.uuid4()}"
+    async with Worker(
+        client,
+        task_queue=queue,
+        workflows=[TopLevelImportWorkflow],
+        workflow_failure_exception_types=[Exception],  # fail the run, never retry the task
+    ):
+        return await client.execute_workflow(
+            TopLevelImportWorkflow.run, f"ws-{uuid.uuid4()}", id=queue, task_queue=queue
+        )
+
+
+async def test_workflow_code_imports_fs_search_at_top_level(ts_env, host_probe):
+    """A worker built from a plugin-installed client passes fs_search through the sandbox:
+    a workflow module importing it at top level (no imports_passed_through) runs on the host's
+    modules, and a client without the plugin does re-import them (the check can fail)."""
+    assert "unsafe" not in Path(sandbox_workflows.__file__).read_text()
+    probe = await _probe(ts_env.client)
+    assert probe.reimported == []
+    assert probe.result["error"]["code"] == ErrorCode.INVALID_ARGUMENT
+    plain = Client(
+        ts_env.client.service_client,
+        namespace=ts_env.client.namespace,
+        data_converter=pydantic_data_converter,
+    )
+    assert (await _probe(plain)).reimported != []
+
+
+async def test_a_non_pydantic_converter_is_replaced_on_a_real_client(ts_env, caplog):
+    """A client configured with a plain JSON converter still runs fs-search workflows: the
+    plugin swapped in pydantic conversion (and logged it), keeping the caller's codec."""
+
+    class PlainJson(DefaultPayloadConverter):
+        pass
+
+    with caplog.at_level(logging.WARNING, logger="fs_search.workflows.plugin"):
+        client = Client(
+            ts_env.client.service_client,
+            namespace=ts_env.client.namespace,
+            data_converter=dataclasses.replace(
+                DataConverter.default, payload_converter_class=PlainJson, payload_codec=Rot13Codec()
+            ),
+            plugins=[FsSearchPlugin(external_storage=False, tracing=False, getenv=lambda _: None)],
+        )
+    assert any("PlainJson" in r.getMessage() for r in caplog.records)
+    assert isinstance(client.data_converter.payload_codec, Rot13Codec)
+    probe = await _probe(client)
+    assert isinstance(probe, Probe) and probe.result["text"] == "Error: pattern must not be blank"
