@@ -133,16 +133,25 @@ class FsSearchTools:
 
     async def glob(self, pattern: str, path: str | None = None) -> ToolResult:
         """Run the glob tool."""
-        req = GlobRequest(
-            pattern=pattern, path=path, cwd=self.cwd, spill=self.spill, timeout_ms=self.timeout_ms
+        return await self._run(
+            GLOB_ACTIVITY,
+            GlobRequest,
+            GlobResult,
+            pattern=pattern,
+            path=path,
+            cwd=self.cwd,
+            spill=self.spill,
+            timeout_ms=self.timeout_ms,
         )
-        return await self._run(GLOB_ACTIVITY, req, GlobResult, summary("glob", pattern, path))
 
     async def grep(
         self, pattern: str, path: str | None = None, include: str | None = None
     ) -> ToolResult:
         """Run the grep tool."""
-        req = GrepRequest(
+        return await self._run(
+            GREP_ACTIVITY,
+            GrepRequest,
+            GrepResult,
             pattern=pattern,
             path=path,
             include=include,
@@ -150,17 +159,18 @@ class FsSearchTools:
             spill=self.spill,
             timeout_ms=self.timeout_ms,
         )
-        return await self._run(
-            GREP_ACTIVITY, req, GrepResult, summary("grep", pattern, path, include)
-        )
 
     async def read_spill(
         self, locator: str, offset: int = 0, limit: int = MAX_READ_SPILL_LINES
     ) -> ToolResult:
         """Read a page of a spill artifact (the third tool when spills live in S3)."""
-        req = ReadSpillRequest(locator=locator, offset=offset, limit=limit)
         return await self._run(
-            READ_SPILL_ACTIVITY, req, ReadSpillResult, _fit(_one_line(f"read_spill {locator}"))
+            READ_SPILL_ACTIVITY,
+            ReadSpillRequest,
+            ReadSpillResult,
+            locator=locator,
+            offset=offset,
+            limit=limit,
         )
 
     async def call(self, name: str, arguments: Mapping[str, Any] | None) -> ToolResult:
@@ -211,21 +221,22 @@ class FsSearchTools:
     async def _run(
         self,
         activity_name: str,
-        req: GlobRequest | GrepRequest | ReadSpillRequest,
+        request_type: type[GlobRequest] | type[GrepRequest] | type[ReadSpillRequest],
         result_type: type[GlobResult] | type[GrepResult] | type[ReadSpillResult],
-        summary_text: str,
+        **fields: Any,
     ) -> ToolResult:
-        # A request over Temporal's payload limit would fail this workflow's task, not
-        # the activity: refuse it here, before anything is scheduled.
-        problem = req.problem()
-        if problem:
-            return ToolResult.failure(ErrorCode.INVALID_ARGUMENT, problem)
+        # Every argument check runs here, before anything is scheduled: a request over
+        # Temporal's payload limit would fail this workflow's task, not the activity.
+        try:
+            req = request_type.checked(fields)
+        except ArgumentProblem as e:
+            return ToolResult.failure(ErrorCode.INVALID_ARGUMENT, str(e))
         try:
             result = await workflow.execute_activity(
                 activity_name,
                 req,
                 result_type=result_type,
-                **self.activity_config(summary=summary_text),
+                **self.activity_config(summary=summary_of(req)),
             )
         except (ActivityError, asyncio.CancelledError) as e:
             if _workflow_cancelled():
@@ -268,6 +279,14 @@ def map_failure(error: BaseException, *, workspace_id: str, queue: str) -> ToolR
         return ToolResult.failure(ErrorCode.SEARCH_ABORTED, "the search was cancelled")
     message = str(cause) if cause is not None else str(error)
     return ToolResult.failure(ErrorCode.SEARCH_FAILED, f"the search failed: {message}")
+
+
+def summary_of(req: GlobRequest | GrepRequest | ReadSpillRequest) -> str:
+    """The activity summary of a request (see ``summary``)."""
+    if isinstance(req, ReadSpillRequest):
+        return _fit(_one_line(f"read_spill {req.locator}"))
+    include = req.include if isinstance(req, GrepRequest) else None
+    return summary(req.tool, req.pattern, req.path, include)
 
 
 def summary(tool: str, pattern: str, path: str | None = None, include: str | None = None) -> str:
