@@ -1,4 +1,5 @@
-"""Every Python snippet of README.md runs, and imports only public names: the docs cannot rot.
+"""Every Python snippet of README.md runs and imports only public names, and its module map
+names every module: the docs cannot rot.
 
 A snippet whose first line is ``# <name>.py`` is a file: it is written under that name into
 a directory on ``sys.path`` and imported (so a workflow module is re-imported by the worker's
@@ -31,6 +32,10 @@ PUBLIC_MODULES = (
     "fs_search.worker",
     "fs_search.worker.testing",
 )
+
+
+MAP_ROW = re.compile(r"^\| (`[^|]*`) \|", re.M)
+CODE_DIRS = ("activities", "workflows", "worker")
 
 
 def snippets() -> list[str]:
@@ -122,3 +127,35 @@ async def test_script_snippets_connect_a_pydantic_client(index, dev_env, monkeyp
     client = namespace["client"]
     assert isinstance(client, Client)
     assert client.data_converter.payload_converter_class is PydanticPayloadConverter
+
+
+def module_map() -> set[str]:
+    """The files README's module table names (`dir/a.py`, `b.py` share a directory)."""
+    text = README.read_text(encoding="utf-8")
+    table = text[
+        text.index("| module | owns |") : text.index("\n\n", text.index("| module | owns |"))
+    ]
+    named = set()
+    for cell in MAP_ROW.findall(table):
+        directory = ""
+        for name in re.findall(r"`([^`]+)`", cell):
+            if "/" in name:
+                directory = name.rsplit("/", 1)[0]
+                named.add(name)
+            else:
+                named.add(f"{directory}/{name}")
+    return named
+
+
+def test_module_map_names_every_module():
+    """README's module table lists exactly the code's modules (package fronts aside)."""
+    root = README.parent
+    modules = {
+        f"{d}/{p.name}"
+        for d in CODE_DIRS
+        for p in (root / d).glob("*.py")
+        if p.name not in ("__init__.py", "__main__.py")
+    }
+    named = module_map()
+    assert sorted(modules - named) == [], "modules missing from README's module map"
+    assert sorted(named - modules) == [], "README's module map names modules that do not exist"
