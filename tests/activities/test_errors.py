@@ -121,6 +121,7 @@ def test_nothing_searched_is_an_empty_result():
 
 async def test_an_unexpected_failure_is_reported_without_its_text(caplog):
     """An unexpected exception's text (paths, endpoints) goes to the log, not to the model."""
+
     async def boom() -> None:
         raise RuntimeError("cannot open /home/worker/.aws/credentials at http://10.0.0.5:9000")
 

@@ -78,7 +78,9 @@ async def test_errors_cross_back_and_the_helper_stays_usable():
         )
         assert all(isinstance(o, parse.MalformedOutput) for o in outcomes)
         pids = offload.helper_pids
-        good = await asyncio.gather(*[offload.run(digest.grep, [rg_json(2, 3)], **KW) for _ in range(2)])
+        good = await asyncio.gather(
+            *[offload.run(digest.grep, [rg_json(2, 3)], **KW) for _ in range(2)]
+        )
         assert all(g.total == 6 for g in good) and offload.helper_pids == pids
     finally:
         offload.shutdown()
