@@ -6,8 +6,9 @@ save hint gives and read_spill's ``total_lines`` agree.
 
 from __future__ import annotations
 
+from fs_search.activities.arguments import ArgumentProblem, ReadSpillArguments
 from fs_search.activities.errors import invalid_argument
-from fs_search.activities.models import ArgumentProblem, ReadSpillArguments, ReadSpillResult
+from fs_search.activities.models import ReadSpillResult
 
 # A page of read_spill never carries more than this much text, whatever the limit.
 MAX_PAGE_BYTES = 256 * 1024
