@@ -34,6 +34,8 @@ MAX_INCLUDE_BYTES = 1024
 MAX_PATH_BYTES = 4096
 MAX_LOCATOR_BYTES = 4096
 MAX_READ_SPILL_LINES = 2000
+# A call's budget when the caller names none (a worker caps it at its own timeout_ms).
+DEFAULT_TIMEOUT_MS = 30_000
 
 
 _CHECKING = "fs_search.checking"

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 # The tool-argument contract (limits, checks, request models) lives in ``arguments``;
 # it is re-exported here, so the whole contract is one import.
 from fs_search.activities.arguments import (
+    DEFAULT_TIMEOUT_MS,
     MAX_INCLUDE_BYTES,
     MAX_LOCATOR_BYTES,
     MAX_PATH_BYTES,
@@ -172,6 +173,7 @@ class ToolResult(_Model):
 
 
 __all__ = [
+    "DEFAULT_TIMEOUT_MS",
     "AnyResult",
     "ArgumentProblem",
     "ErrorCode",

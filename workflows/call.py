@@ -9,7 +9,7 @@ from pydantic import BaseModel
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from fs_search.activities.models import ToolResult
+    from fs_search.activities.models import DEFAULT_TIMEOUT_MS, ToolResult
     from fs_search.workflows.tools import FsSearchTools
 
 
@@ -21,7 +21,7 @@ class CallInput(BaseModel):
     arguments: dict[str, Any]
     cwd: str | None = None
     spill: bool = True
-    timeout_ms: int = 30_000
+    timeout_ms: int = DEFAULT_TIMEOUT_MS
     schedule_to_start_ms: int = 30_000
 
 

@@ -21,6 +21,7 @@ from temporalio.exceptions import (
 with workflow.unsafe.imports_passed_through():
     from fs_search.activities import render
     from fs_search.activities.models import (
+        DEFAULT_TIMEOUT_MS,
         GLOB_ACTIVITY,
         GREP_ACTIVITY,
         MAX_READ_SPILL_LINES,
@@ -91,7 +92,7 @@ class FsSearchTools:
         workspace_id: str,
         *,
         cwd: str | None = None,
-        timeout_ms: int = 30_000,
+        timeout_ms: int = DEFAULT_TIMEOUT_MS,
         spill: bool = True,
         task_queue: str | None = None,
         start_to_close_timeout: timedelta | None = None,
