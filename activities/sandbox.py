@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from fs_search.activities.config import ConfigError
 from fs_search.activities.sandbox_launch import landlock_abi
@@ -48,7 +49,7 @@ class Sandbox:
     python: str = field(default_factory=launcher_python)
 
     @property
-    def name(self) -> str:
+    def name(self) -> Literal["landlock", "none"]:
         """What ``fs_search.tools`` reports: ``"landlock"`` or ``"none"``."""
         return "landlock" if self.landlock_abi else "none"
 

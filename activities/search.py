@@ -178,7 +178,7 @@ class SearchActivities:
     def sandbox(self) -> Literal["landlock", "none"]:
         """How rg is confined: ``"landlock"`` or ``"none"``."""
         sandbox = self.executor.sandbox
-        return "landlock" if sandbox is not None and sandbox.landlock_abi else "none"
+        return sandbox.name if sandbox is not None else "none"
 
     def sandbox_description(self) -> str:
         """The start-up log's account of rg's confinement."""

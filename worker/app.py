@@ -31,7 +31,7 @@ from fs_search.activities.telemetry import SearchTelemetry
 from fs_search.worker.binaries import find_binary
 from fs_search.worker.stores import open_store
 
-log = logging.getLogger("fs_search.worker")
+log = logging.getLogger(__name__)
 
 # Cancel requests reach an activity through heartbeat responses: a short throttle makes a
 # cancel reach rg within ~1 s (the activity heartbeats every 0.25 s: progress.py).
