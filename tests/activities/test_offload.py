@@ -205,3 +205,21 @@ def test_freed_large_buffers_return_to_the_os():
         pytest.skip("no glibc mallopt")
     assert retained("default") >= 15_000_000  # the problem is real here
     assert retained("mmap") < 5_000_000
+
+
+def count_nuls(chunks: list[bytes], *, scale: int = 1) -> int:
+    """A job no helper knows (not in helper.JOBS)."""
+    return sum(c.count(b"\0") for c in chunks) * scale
+
+
+async def test_a_job_helpers_do_not_know_runs_in_a_thread():
+    """Only registered digests cross to a helper: any other job, large and concurrent, runs
+    in a thread with its arguments as given."""
+    offload = Offload(2, threshold=10)
+    try:
+        results = await asyncio.gather(
+            *[offload.run(count_nuls, [b"a\0" * 1000], scale=2) for _ in range(3)]
+        )
+        assert results == [2000, 2000, 2000] and offload.helper_pids == []
+    finally:
+        offload.shutdown()
