@@ -6,16 +6,16 @@ import asyncio
 import logging
 
 from opentelemetry.trace import Status, StatusCode
+from temporalio import activity
 
 from fs_search.activities import render
 from fs_search.activities.errors import SearchError
-from fs_search.activities.executor import Progress
-from fs_search.activities.lifecycle import spill_key
 from fs_search.activities.models import ErrorCode, SpillRef
-from fs_search.activities.spill import SpillFailed, SpillStore
+from fs_search.activities.progress import Progress
+from fs_search.activities.spill import SpillFailed, SpillKey, SpillStore
 from fs_search.activities.telemetry import SearchTelemetry
 
-log = logging.getLogger("fs_search.activities.search")
+log = logging.getLogger(__name__)
 
 # A spill that takes longer than this is given up on: the inline page is returned.
 SPILL_TIMEOUT_S = 15.0
@@ -106,4 +106,22 @@ def utf8_length(text: str) -> int:
         return len(text)
     return sum(
         len(text[i : i + _SLICE].encode("utf-8", "replace")) for i in range(0, len(text), _SLICE)
+    )
+
+
+def spill_key(tool: str) -> SpillKey:
+    """The running activity's artifact key: workflow run + activity id + tool."""
+    info = activity.info()
+    if info.workflow_id is not None:
+        return SpillKey(
+            workflow_id=info.workflow_id,
+            run_id=info.workflow_run_id or "null",
+            activity_id=info.activity_id,
+            tool=tool,
+        )
+    return SpillKey(
+        workflow_id="standalone",
+        run_id=info.activity_run_id or "null",
+        activity_id=info.activity_id,
+        tool=tool,
     )

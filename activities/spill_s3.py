@@ -23,7 +23,7 @@ from fs_search.activities.spill import (
     not_an_artifact,
 )
 
-log = logging.getLogger("fs_search.activities.spill")
+log = logging.getLogger(__name__)
 
 # Fail fast when the endpoint is down: a spill is best effort and must not hold a search.
 CLIENT_CONFIG = AioConfig(

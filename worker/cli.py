@@ -20,7 +20,6 @@ from fs_search.worker.connect import TemporalSettingsError, TemporalUnreachable
 from fs_search.worker.telemetry import TelemetryConfigError
 
 EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
-log = logging.getLogger("fs_search.cli")
 
 
 def _parser() -> argparse.ArgumentParser:

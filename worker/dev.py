@@ -18,7 +18,7 @@ from fs_search.worker.services import DevServer, SeaweedS3
 from fs_search.worker.stores import plugin_for
 from fs_search.worker.telemetry import telemetry_from_env
 
-log = logging.getLogger("fs_search.dev")
+log = logging.getLogger(__name__)
 
 DEV_BUCKET = "fs-search"
 # Local-only credentials: the dev S3 accepts any key, callers need some key to sign with.

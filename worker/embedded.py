@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import uuid
 from collections.abc import AsyncIterator
@@ -23,8 +22,6 @@ from fs_search.worker.stores import plugin_for
 from fs_search.worker.telemetry import telemetry_from_env
 from fs_search.workflows.call import CallInput, FsSearchCallWorkflow
 from fs_search.workflows.tools import summary
-
-log = logging.getLogger("fs_search.cli")
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from typing import Any
 from opentelemetry import metrics, trace
 from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
 
-log = logging.getLogger("fs_search.worker")
+log = logging.getLogger(__name__)
 DEFAULT_SERVICE_NAME = "fs-search"
 _EXPORTERS = ("otlp", "console", "none")
 
@@ -37,11 +37,6 @@ class Telemetry:
     meter_provider: Any = None
     runtime: Runtime | None = None
     metric_buffer: MetricBuffer | None = None
-
-    @property
-    def enabled(self) -> bool:
-        """Whether anything is exported."""
-        return self.tracer_provider is not None or self.meter_provider is not None
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Telemetry]:

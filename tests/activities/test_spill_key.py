@@ -6,7 +6,7 @@ import dataclasses
 
 from temporalio.testing import ActivityEnvironment
 
-from fs_search.activities.lifecycle import spill_key
+from fs_search.activities.saving import spill_key
 from fs_search.activities.spill import SpillKey
 
 
