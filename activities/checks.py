@@ -17,13 +17,12 @@ def check(problem: str | None) -> None:
         raise invalid_argument(problem)
 
 
-def check_sizes(req: GlobRequest | GrepRequest | ReadSpillRequest) -> None:
-    """Refuse oversized or NUL-bearing request fields."""
+def check_request(req: GlobRequest | GrepRequest | ReadSpillRequest) -> None:
+    """Refuse a request the contract does not accept (every argument check of its model)."""
     check(request_problem(req))
 
 
 def budget_s(timeout_ms: int | None, *, cap_ms: int) -> float:
-    """A call's budget in seconds: the request's ``timeout_ms`` up to the worker's cap."""
-    if timeout_ms is not None and timeout_ms <= 0:
-        raise invalid_argument(f"timeout_ms must be positive (got {timeout_ms})")
+    """A call's budget in seconds: the request's ``timeout_ms`` (checked positive by its
+    model) up to the worker's cap."""
     return min(timeout_ms or cap_ms, cap_ms) / 1000

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from fs_search.activities.arguments import GlobArguments, include_problem
-
 # VCS metadata directories, excluded at any depth. They come after the user's glob:
 # rg lets the later of several matching globs win, so `**` cannot re-include them.
 VCS_DIRS = (".git", ".svn", ".hg", ".bzr", ".jj", ".sl")
@@ -11,16 +9,8 @@ VCS_DIRS = (".git", ".svn", ".hg", ".bzr", ".jj", ".sl")
 _ISOLATION = ("--no-config", "--no-ignore-global")
 _VCS_EXCLUSIONS = tuple(f"--glob=!{name}" for name in VCS_DIRS)
 
-
-# The argument checks belong to the request models (arguments.py: ``req.problem()``, which
-# the activity runs first). These two answer in the models' words for specs.py until it
-# stops calling them.
-__all__ = ["VCS_DIRS", "for_glob", "for_grep", "for_probe", "include_problem", "pattern_problem"]
-
-
-def pattern_problem(pattern: str) -> str | None:
-    """Why a pattern is refused, as ``GlobRequest.problem()`` says it, or None."""
-    return GlobArguments.model_construct(pattern=pattern).problem()
+# Argument checks belong to the request models (arguments.py: ``req.problem()``, which the
+# activity runs first): the argv builders get accepted values only.
 
 
 def for_glob(pattern: str, *, rg: str) -> list[str]:

@@ -17,7 +17,7 @@ from typing import Generic, Literal, Protocol, TypeVar
 from opentelemetry.trace import Span
 
 from fs_search.activities import parse
-from fs_search.activities.checks import budget_s, check_sizes
+from fs_search.activities.checks import budget_s, check_request
 from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.errors import (
     PatternSuspect,
@@ -81,10 +81,6 @@ class SearchSpec(ABC, Generic[Req, D, Res]):
 
     def __init__(self, config: FsSearchConfig) -> None:
         self.config = config
-
-    @abstractmethod
-    def check(self, req: Req) -> None:
-        """The tool's own argument checks (after the size checks every request gets)."""
 
     @abstractmethod
     async def search(self, req: Req, *, target: SearchTarget, rg: str, run: RunRg) -> Searched:
@@ -155,8 +151,7 @@ class Pipeline:
 
     async def run(self, spec: SearchSpec[Req, D, Res], req: Req, progress: Progress) -> Res:
         """Check, search, digest, spill, render: ``req``'s result or its contract error."""
-        check_sizes(req)
-        spec.check(req)
+        check_request(req)
         budget = budget_s(req.timeout_ms, cap_ms=self.config.timeout_ms)
         target = self.workspace.target(cwd=req.cwd, path=req.path, tool=spec.name)
         rg = self._rg()

@@ -9,7 +9,7 @@ from opentelemetry import trace
 from temporalio import activity
 
 from fs_search.activities.catalogue import tools_and_prompts
-from fs_search.activities.checks import check_sizes
+from fs_search.activities.checks import check_request
 from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.errors import contract
 from fs_search.activities.executor import Executor
@@ -137,7 +137,7 @@ class SearchActivities:
         """A page of a spill artifact of this worker's store."""
 
         async def run() -> ReadSpillResult:
-            check_sizes(req)
+            check_request(req)
             return await self.store.read(req.locator, offset=req.offset, limit=req.limit)
 
         return await contract(run())

@@ -6,7 +6,6 @@ import logging
 from typing import Literal
 
 from fs_search.activities import command, digest, parse, render
-from fs_search.activities.checks import check
 from fs_search.activities.digest import GlobDigest, GrepDigest
 from fs_search.activities.errors import SearchError
 from fs_search.activities.models import (
@@ -35,9 +34,6 @@ class GlobSpec(SearchSpec[GlobRequest, GlobDigest, GlobResult]):
     """glob: ``rg --files`` in the search root, paged (head or sampled) by mtime."""
 
     name: Literal["glob", "grep"] = "glob"
-
-    def check(self, req: GlobRequest) -> None:
-        check(command.pattern_problem(req.pattern))
 
     async def search(
         self, req: GlobRequest, *, target: SearchTarget, rg: str, run: RunRg
@@ -103,10 +99,6 @@ class GrepSpec(SearchSpec[GrepRequest, GrepDigest, GrepResult]):
     """grep: ``rg --json`` matches grouped by file; ignore files that stop rg are dropped."""
 
     name: Literal["glob", "grep"] = "grep"
-
-    def check(self, req: GrepRequest) -> None:
-        check(command.pattern_problem(req.pattern))
-        check(command.include_problem(_include(req)))
 
     async def search(
         self, req: GrepRequest, *, target: SearchTarget, rg: str, run: RunRg

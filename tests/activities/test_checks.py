@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fs_search.activities.checks import budget_s, check, check_sizes
+from fs_search.activities.checks import budget_s, check, check_request
 from fs_search.activities.errors import SearchError
 from fs_search.activities.models import ErrorCode, GlobRequest, GrepRequest, ReadSpillRequest
 
@@ -26,8 +26,9 @@ def test_budget_is_the_request_up_to_the_worker_cap(timeout_ms, expected):
 
 @pytest.mark.parametrize("timeout_ms", [0, -1])
 def test_a_non_positive_budget_is_an_argument_error(timeout_ms):
-    """timeout_ms must be positive."""
-    assert "timeout_ms must be positive" in invalid(lambda: budget_s(timeout_ms, cap_ms=30_000))
+    """timeout_ms must be positive: the request's check refuses it before any budget."""
+    req = GrepRequest(pattern="x", timeout_ms=timeout_ms)
+    assert "timeout_ms must be positive" in invalid(lambda: check_request(req))
 
 
 def test_check_raises_only_for_a_problem():
@@ -48,11 +49,11 @@ def test_check_raises_only_for_a_problem():
 )
 def test_oversized_or_nul_fields_are_refused(req):
     """Fields over their limits, or holding NUL, are INVALID_ARGUMENT before anything runs."""
-    invalid(lambda: check_sizes(req))
+    invalid(lambda: check_request(req))
 
 
 def test_requests_within_limits_pass():
     """Ordinary requests pass the size checks."""
-    check_sizes(GrepRequest(pattern="TODO", include="*.py", path="src", cwd="."))
-    check_sizes(GlobRequest(pattern="**/*.py"))
-    check_sizes(ReadSpillRequest(locator="s3://b/p/x.grep.txt"))
+    check_request(GrepRequest(pattern="TODO", include="*.py", path="src", cwd="."))
+    check_request(GlobRequest(pattern="**/*.py"))
+    check_request(ReadSpillRequest(locator="s3://b/p/x.grep.txt"))
