@@ -21,7 +21,7 @@ from fs_search.worker.services import DevServer
 from fs_search.worker.stores import plugin_for
 from fs_search.worker.telemetry import telemetry_from_env
 from fs_search.workflows.call import CallInput, FsSearchCallWorkflow
-from fs_search.workflows.tools import summary
+from fs_search.workflows.summaries import summary
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         ToolsResult,
         task_queue_for,
     )
+    from fs_search.workflows.summaries import summary_of
 
 # Failures that a retry cannot fix: the contract's codes, and a result too large for
 # Temporal (retrying would loop forever).
@@ -50,7 +51,6 @@ NON_RETRYABLE_ERROR_TYPES = [code.value for code in ErrorCode] + ["PayloadsTooLa
 DEFAULT_RETRY_POLICY = RetryPolicy(
     maximum_attempts=3, non_retryable_error_types=NON_RETRYABLE_ERROR_TYPES
 )
-SUMMARY_MAX_BYTES = 200
 
 
 def with_contract_codes(policy: RetryPolicy) -> RetryPolicy:
@@ -280,43 +280,3 @@ def map_failure(error: BaseException, *, workspace_id: str, queue: str) -> ToolR
         return ToolResult.failure(ErrorCode.SEARCH_ABORTED, "the search was cancelled")
     message = str(cause) if cause is not None else str(error)
     return ToolResult.failure(ErrorCode.SEARCH_FAILED, f"the search failed: {message}")
-
-
-def summary_of(req: GlobRequest | GrepRequest | ReadSpillRequest) -> str:
-    """The activity summary of a request (see ``summary``)."""
-    if isinstance(req, ReadSpillRequest):
-        return _fit(_one_line(f"read_spill {req.locator}"))
-    include = req.include if isinstance(req, GrepRequest) else None
-    return summary(req.tool, req.pattern, req.path, include)
-
-
-def summary(tool: str, pattern: str, path: str | None = None, include: str | None = None) -> str:
-    """The activity summary shown in the Temporal UI, e.g. ``grep "TODO" in src (*.py)``.
-
-    At most 200 bytes: a long pattern is shortened first, then the whole line.
-    """
-    tail = ""
-    if path:
-        tail += f" in {_one_line(path)}"
-    if include:
-        tail += f" ({_one_line(include)})"
-    shown = _one_line(pattern)
-    text = f'{tool} "{shown}"{tail}'
-    if len(text.encode("utf-8", "replace")) <= SUMMARY_MAX_BYTES:
-        return text
-    room = SUMMARY_MAX_BYTES - len(f'{tool} "…"{tail}'.encode("utf-8", "replace"))
-    if room >= 8:
-        short = shown.encode("utf-8", "replace")[:room].decode("utf-8", "ignore")
-        text = f'{tool} "{short}…"{tail}'
-    return _fit(text)
-
-
-def _one_line(text: str) -> str:
-    return text.replace("\r", "\\r").replace("\n", "\\n")
-
-
-def _fit(text: str) -> str:
-    raw = text.encode("utf-8", "replace")
-    if len(raw) <= SUMMARY_MAX_BYTES:
-        return text
-    return raw[: SUMMARY_MAX_BYTES - 3].decode("utf-8", "ignore") + "…"

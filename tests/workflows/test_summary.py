@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fs_search.workflows.tools import SUMMARY_MAX_BYTES, summary
+from fs_search.workflows.summaries import SUMMARY_MAX_BYTES, summary
 
 
 def test_summary_shape():

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from fs_search.activities.models import MAX_PATH_BYTES, ErrorCode
-from fs_search.workflows.tools import FsSearchTools, summary_of
+from fs_search.workflows.summaries import summary_of
+from fs_search.workflows.tools import FsSearchTools
 
 
 @pytest.mark.parametrize(
