@@ -92,11 +92,19 @@ class WorkerProcess:
 def rg_processes(cwd_under: Path | None = None) -> list[psutil.Process]:
     """Live rg processes of this machine's ripgrep wheel (optionally only those searching a tree)."""
     found = []
-    for p in psutil.process_iter(["exe", "cwd", "status"]):
+    # Fresh Process objects, /proc read directly: psutil caches a process's exe, and rg
+    # starts as the sandbox launcher (python) that execs rg under the same pid, so a
+    # cached (process_iter) object seen during the launch would never look like rg.
+    for pid in psutil.pids():
         try:
-            if p.info["exe"] != RG or p.info["status"] == psutil.STATUS_ZOMBIE:
+            if os.readlink(f"/proc/{pid}/exe") != RG:
                 continue
-            if cwd_under is not None and not str(p.info["cwd"] or "").startswith(str(cwd_under)):
+            p = psutil.Process(pid)
+            if p.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if cwd_under is not None and not os.readlink(f"/proc/{pid}/cwd").startswith(
+                str(cwd_under)
+            ):
                 continue
             found.append(p)
         except (psutil.Error, OSError):
