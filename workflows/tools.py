@@ -259,7 +259,7 @@ def map_failure(error: BaseException, *, workspace_id: str, queue: str) -> ToolR
         return ToolResult.failure(ErrorCode.SEARCH_ABORTED, "the search was cancelled")
     cause = error.cause if isinstance(error, ActivityError) else error
     if isinstance(cause, ApplicationError):
-        if cause.type in ErrorCode.__members__:
+        if cause.type is not None and cause.type in ErrorCode.__members__:
             return ToolResult.failure(ErrorCode(cause.type), cause.message)
         kind = cause.type or "ApplicationError"
         return ToolResult.failure(
