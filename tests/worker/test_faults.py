@@ -70,15 +70,19 @@ async def _slow_call(dev_env, tmp_path: Path, *, heartbeat_ms: int) -> AsyncIter
     wsid, queue = f"slow-{uuid.uuid4()}", f"wf-{uuid.uuid4()}"
     env = {"FS_SEARCH_SPILL_URL": f"file://{tmp_path}/spill"}
     first = WorkerProcess(ws, _address(dev_env), wsid, env=env)
-    async with Worker(dev_env.client, task_queue=queue, workflows=[CallsWorkflow]):
-        handle = await _start_call(
-            dev_env,
-            queue,
-            Options(workspace_id=wsid, heartbeat_ms=heartbeat_ms, timeout_ms=20_000),
-            ("grep", {"pattern": "needle", "path": "slow.bin"}),
-        )
-        rg = await asyncio.to_thread(_wait_for_rg, first)
-        yield SlowCall(ws, wsid, env, first, handle, rg)
+    try:
+        async with Worker(dev_env.client, task_queue=queue, workflows=[CallsWorkflow]):
+            handle = await _start_call(
+                dev_env,
+                queue,
+                Options(workspace_id=wsid, heartbeat_ms=heartbeat_ms, timeout_ms=20_000),
+                ("grep", {"pattern": "needle", "path": "slow.bin"}),
+            )
+            rg = await asyncio.to_thread(_wait_for_rg, first)
+            yield SlowCall(ws, wsid, env, first, handle, rg)
+    finally:
+        if first.proc.poll() is None:  # a failed test must not leave its worker running
+            first.kill()
 
 
 async def test_killed_worker_search_is_retried_on_restarted_worker(dev_env, tmp_path):
@@ -103,7 +107,7 @@ async def test_killed_worker_search_is_retried_on_restarted_worker(dev_env, tmp_
     assert started[-1].activity_task_started_event_attributes.attempt == 2
 
 
-async def test_backstop_kills_orphaned_rg_at_its_budget(dev_env, tmp_path):
+async def test_backstop_kills_orphaned_rg_at_its_budget(dev_env, tmp_path, request):
     """An rg orphaned by a SIGKILLed worker is killed by the backstop shortly after its budget."""
     ws = tmp_path / "ws"
     sparse_file(ws / "huge.bin")
@@ -111,6 +115,7 @@ async def test_backstop_kills_orphaned_rg_at_its_budget(dev_env, tmp_path):
     worker = WorkerProcess(
         ws, _address(dev_env), wsid, env={"FS_SEARCH_SPILL_URL": f"file://{tmp_path}/s"}
     )
+    request.addfinalizer(lambda: worker.proc.poll() is None and worker.kill())
     async with Worker(dev_env.client, task_queue=queue, workflows=[CallsWorkflow]):
         handle = await _start_call(
             dev_env,
