@@ -14,7 +14,7 @@ SUMMARY_MAX_BYTES = 200
 def summary_of(req: GlobRequest | GrepRequest | ReadSpillRequest) -> str:
     """The activity summary of a request (see ``summary``)."""
     if isinstance(req, ReadSpillRequest):
-        return _fit(_one_line(f"read_spill {req.locator}"))
+        return _fit(render.one_line(f"read_spill {req.locator}"))
     include = req.include if isinstance(req, GrepRequest) else None
     return summary(req.tool, req.pattern, req.path, include)
 
@@ -26,10 +26,10 @@ def summary(tool: str, pattern: str, path: str | None = None, include: str | Non
     """
     tail = ""
     if path:
-        tail += f" in {_one_line(path)}"
+        tail += f" in {render.one_line(path)}"
     if include:
-        tail += f" ({_one_line(include)})"
-    shown = _one_line(pattern)
+        tail += f" ({render.one_line(include)})"
+    shown = render.one_line(pattern)
     text = f'{tool} "{shown}"{tail}'
     if len(text.encode("utf-8", "replace")) <= SUMMARY_MAX_BYTES:
         return text
@@ -38,10 +38,6 @@ def summary(tool: str, pattern: str, path: str | None = None, include: str | Non
         short = shown.encode("utf-8", "replace")[:room].decode("utf-8", "ignore")
         text = f'{tool} "{short}…"{tail}'
     return _fit(text)
-
-
-def _one_line(text: str) -> str:
-    return render.one_line(text)
 
 
 def _fit(text: str) -> str:
