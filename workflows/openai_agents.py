@@ -1,0 +1,87 @@
+"""fs-search's tools for an OpenAI Agents SDK agent run durably under Temporal's plugin.
+
+One line of glue in the agent's workflow::
+
+    agent = Agent(
+        name="searcher",
+        instructions=instructions(catalogue),
+        tools=function_tools(tools, catalogue),
+    )
+
+Each tool is a plain ``agents.FunctionTool`` whose invoker runs *in the workflow* and calls
+``FsSearchTools.call``: the search is our activity on the workspace's queue
+(``fs-search/<workspace_id>``), scheduled with FsSearchTools' options, not a tool activity
+on the agent's queue. The model reads the call's ``text``; a failed call reads
+``Error: <message>`` (the run goes on); cancelling the workflow cancels the activity,
+which kills rg. Works under ``temporalio.openai_agents.OpenAIAgentsPlugin`` with the
+sandboxed and the unsandboxed workflow runner.
+
+Needs the ``openai-agents`` extra (``pip install "fs-search[openai-agents]"``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from agents import FunctionTool, RunContextWrapper
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from fs_search.activities.models import ErrorCode, ToolResult, ToolSpec, ToolsResult
+    from fs_search.workflows.tools import FsSearchTools
+
+
+def function_tools(tools: FsSearchTools, catalogue: ToolsResult) -> list[FunctionTool]:
+    """One ``FunctionTool`` per catalogue entry (``glob``, ``grep``, ``read_spill`` when offered).
+
+    Names, descriptions and JSON schemas are the catalogue's, unchanged (so the worker's
+    over-cap mode shows in glob's description); the schemas are not made "strict" (an
+    optional argument stays optional rather than becoming a required nullable one). An
+    unavailable catalogue has no tools, so the list is empty.
+    """
+    return [_function_tool(tools, spec) for spec in catalogue.tools]
+
+
+def instructions(catalogue: ToolsResult) -> str:
+    """The catalogue's system prompt segments, one paragraph each, for ``Agent.instructions``."""
+    return "\n\n".join(catalogue.system_prompt)
+
+
+def parse_arguments(arguments: str) -> dict[str, Any] | ToolResult:
+    """A model's JSON arguments as a dict, or the ``Error:`` result it reads instead."""
+    try:
+        parsed = json.loads(arguments) if arguments.strip() else {}
+    except json.JSONDecodeError as e:
+        return ToolResult.failure(ErrorCode.INVALID_ARGUMENT, f"the arguments are not JSON: {e}")
+    if not isinstance(parsed, dict):
+        return ToolResult.failure(ErrorCode.INVALID_ARGUMENT, "the arguments must be a JSON object")
+    return parsed
+
+
+def _function_tool(tools: FsSearchTools, spec: ToolSpec) -> FunctionTool:
+    return FunctionTool(
+        name=spec.name,
+        description=spec.description,
+        params_json_schema=dict(spec.input_schema),
+        on_invoke_tool=_invoker(tools, spec.name),
+        strict_json_schema=False,
+    )
+
+
+def _invoker(
+    tools: FsSearchTools, name: str
+) -> Callable[[RunContextWrapper[Any], str], Awaitable[str]]:
+    async def invoke(context: RunContextWrapper[Any], arguments: str) -> str:
+        # Runs in workflow code: FsSearchTools schedules the search on the workspace's
+        # queue and turns every failure into Error: text (a cancelled workflow re-raises).
+        parsed = parse_arguments(arguments)
+        if isinstance(parsed, ToolResult):
+            return parsed.text
+        return (await tools.call(name, parsed)).text
+
+    return invoke
+
+
+__all__ = ["function_tools", "instructions"]
