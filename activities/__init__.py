@@ -36,14 +36,16 @@ from fs_search.activities.models import (
 
 if TYPE_CHECKING:
     from fs_search.activities.search import SearchActivities
-    from fs_search.activities.spill import FileSpillStore, SpillStore
-    from fs_search.activities.spill_s3 import S3SpillStore
+    from fs_search.activities.storage import FileSpillStore, SpillStore, Storage, open_storage
+    from fs_search.activities.storage.s3 import S3SpillStore
 
 _LAZY = {
     "SearchActivities": "fs_search.activities.search",
-    "SpillStore": "fs_search.activities.spill",
-    "FileSpillStore": "fs_search.activities.spill",
-    "S3SpillStore": "fs_search.activities.spill_s3",
+    "SpillStore": "fs_search.activities.storage",
+    "FileSpillStore": "fs_search.activities.storage",
+    "S3SpillStore": "fs_search.activities.storage.s3",
+    "Storage": "fs_search.activities.storage",
+    "open_storage": "fs_search.activities.storage",
 }
 
 
@@ -74,9 +76,11 @@ __all__ = [
     "SearchError",
     "SpillRef",
     "SpillStore",
+    "Storage",
     "ToolError",
     "ToolResult",
     "ToolSpec",
     "ToolsResult",
+    "open_storage",
     "task_queue_for",
 ]

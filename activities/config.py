@@ -41,6 +41,9 @@ class FsSearchConfig(BaseModel):
     rg_threads: int | None = Field(None, ge=1)
     # Searches run at once on this worker (Temporal's max_concurrent_activities).
     max_concurrent_searches: int = Field(16, ge=1)
+    # Searches one workspace may run at once when a worker serves a workspaces root
+    # (default 4 there); a single-workspace worker has only the process-wide cap.
+    max_concurrent_per_workspace: int | None = Field(None, ge=1)
     # Helper processes that parse large rg outputs so concurrent searches use every core
     # (None: one per core up to 4, none on a single core; 0: parse in a thread).
     parse_processes: int | None = Field(None, ge=0)

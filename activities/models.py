@@ -142,6 +142,8 @@ class ToolsResult(_Model):
     timeout_ms: int
     # How rg is confined on this worker: "landlock" (kernel-enforced) or "none".
     sandbox: Literal["landlock", "none"] = "none"
+    # The workspace whose queue answered (one worker process may serve many).
+    workspace_id: str | None = None
 
 
 class ToolError(_Model):

@@ -6,27 +6,12 @@ save hint gives and read_spill's ``total_lines`` agree.
 
 from __future__ import annotations
 
-from fs_search.activities.arguments import ArgumentProblem, ReadSpillArguments
-from fs_search.activities.errors import invalid_argument
 from fs_search.activities.models import ReadSpillResult
 
 # A page of read_spill never carries more than this much text, whatever the limit.
 MAX_PAGE_BYTES = 256 * 1024
 TRUNCATED = " (line truncated)"
 _NL = 0x0A
-
-
-def check_page_args(offset: int, limit: int) -> int:
-    """The effective limit of a page request, refused as ``ReadSpillRequest`` refuses it.
-
-    For the stores' ``read``: callers that check their ``ReadSpillRequest`` (the activity,
-    the CLI) never get here with a bad page.
-    """
-    try:
-        page = ReadSpillArguments.checked({"locator": "-", "offset": offset, "limit": limit})
-    except ArgumentProblem as e:
-        raise invalid_argument(str(e)) from None
-    return page.limit
 
 
 def line_count(text: str) -> int:
@@ -43,6 +28,9 @@ class Pager:
     """
 
     def __init__(self, *, offset: int, limit: int) -> None:
+        if offset < 0 or limit < 1:
+            # Callers check the request (ReadSpillRequest.checked / check_request) first.
+            raise ValueError(f"a page needs offset >= 0 and limit >= 1 (got {offset}, {limit})")
         self.offset = offset
         self.limit = limit
         self.lines = 0  # newlines seen: the index of the line being read

@@ -187,9 +187,7 @@ class Pipeline:
             if searched.note:
                 text = f"{text}\n{searched.note}"
         if not req.spill:
-            await self.saver.ready_for(
-                spec.payload_estimate(got) + len(text), self.config.payload_threshold_bytes
-            )
+            await self.saver.ready_for(spec.payload_estimate(got) + len(text))
         return spec.result(
             req, got, target=target, text=text, partial=partial, spill=ref, spill_error=error
         )

@@ -12,7 +12,7 @@ from fs_search.activities import render
 from fs_search.activities.errors import SearchError
 from fs_search.activities.models import ErrorCode, SpillRef
 from fs_search.activities.progress import Progress
-from fs_search.activities.spill import SpillFailed, SpillKey, SpillStore
+from fs_search.activities.storage import SpillFailed, SpillKey, Storage
 from fs_search.activities.telemetry import SearchTelemetry
 
 log = logging.getLogger(__name__)
@@ -22,10 +22,11 @@ SPILL_TIMEOUT_S = 15.0
 
 
 class Saver:
-    """Saves over-cap results to the spill store, traced, and checks the payload store."""
+    """Saves over-cap results as spill artifacts, traced, and checks the payload store."""
 
-    def __init__(self, store: SpillStore, telemetry: SearchTelemetry) -> None:
-        self.store = store
+    def __init__(self, storage: Storage, telemetry: SearchTelemetry) -> None:
+        self.storage = storage
+        self.store = storage.artifacts
         self.telemetry = telemetry
 
     async def spill(
@@ -62,22 +63,23 @@ class Saver:
         )
         return ref, error, note
 
-    async def ready_for(self, estimate: int, threshold: int) -> None:
+    async def ready_for(self, estimate: int) -> None:
         """Fail once, clearly, when a large result would need a store that is down.
 
         A result over the payload threshold crosses Temporal through external storage; if
         that store is unreachable the SDK's upload would fail after the activity returned,
         and the call would be retried for nothing.
         """
-        if estimate < threshold:
+        if estimate < self.storage.payload_threshold:
             return
+        payloads = self.storage.payloads
         try:
             async with asyncio.timeout(SPILL_TIMEOUT_S):
-                await self.store.check()
+                await payloads.check()
         except Exception as e:  # noqa: BLE001
             log.warning(
                 "payload store %s is unavailable: %s: %s",
-                self.store.describe(),
+                payloads.describe(),
                 type(e).__name__,
                 e,
             )

@@ -32,7 +32,7 @@ from fs_search.activities.pipeline import D, Pipeline, Req, Res, SearchSpec
 from fs_search.activities.progress import Progress, heartbeating
 from fs_search.activities.saving import Saver
 from fs_search.activities.specs import GlobSpec, GrepSpec
-from fs_search.activities.spill import SpillStore
+from fs_search.activities.storage import Storage
 from fs_search.activities.telemetry import SearchTelemetry, mark_failed, outcome_of
 
 
@@ -64,7 +64,7 @@ class SearchActivities:
         workspace: Workspace,
         *,
         executor: Executor,
-        store: SpillStore,
+        storage: Storage,
         rg: RgStatus,
         telemetry: SearchTelemetry | None = None,
         offload: Offload | None = None,
@@ -72,7 +72,8 @@ class SearchActivities:
         self.config = config
         self.workspace = workspace
         self.executor = executor
-        self.store = store
+        self.storage = storage
+        self.store = storage.artifacts
         self.rg = rg
         self.telemetry = telemetry or SearchTelemetry(trace_patterns=config.trace_patterns)
         self.offload = offload or Offload(0)
@@ -81,7 +82,7 @@ class SearchActivities:
             workspace,
             executor=executor,
             offload=self.offload,
-            saver=Saver(store, self.telemetry),
+            saver=Saver(storage, self.telemetry),
             telemetry=self.telemetry,
             rg_path=rg.path,
         )
@@ -115,6 +116,7 @@ class SearchActivities:
                 sample_over_cap_glob_results=cfg.sample_over_cap_glob_results,
                 timeout_ms=cfg.timeout_ms,
                 sandbox=self.sandbox,
+                workspace_id=self.telemetry.workspace_id,
             )
         tools, prompts = tools_and_prompts(
             sample_over_cap=cfg.sample_over_cap_glob_results,
@@ -130,6 +132,7 @@ class SearchActivities:
             sample_over_cap_glob_results=cfg.sample_over_cap_glob_results,
             timeout_ms=cfg.timeout_ms,
             sandbox=self.sandbox,
+            workspace_id=self.telemetry.workspace_id,
         )
 
     @activity.defn(name=READ_SPILL_ACTIVITY)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import time
 from collections.abc import Iterator
@@ -31,7 +32,7 @@ class SearchTelemetry:
         tracer_provider: default: the global one (a no-op until configured).
         meter_provider: default: the global one.
         trace_patterns: put pattern text in span attributes.
-        workspace_id: the workspace this worker owns, on every span and metric.
+        workspace_id: the workspace of the calls, on every span and metric.
     """
 
     def __init__(
@@ -55,6 +56,14 @@ class SearchTelemetry:
         )
         self.trace_patterns = trace_patterns
         self.workspace_id = workspace_id
+
+    def for_workspace(self, workspace_id: str | None) -> SearchTelemetry:
+        """The same tracer and instruments, labelled with ``workspace_id`` (None: unchanged)."""
+        if workspace_id is None or workspace_id == self.workspace_id:
+            return self
+        labelled = copy.copy(self)
+        labelled.workspace_id = workspace_id
+        return labelled
 
     def pattern_attributes(self, name: str, value: str | None) -> dict[str, Any]:
         """``fs_search.<name>`` (text, when allowed) or ``fs_search.<name>.sha256``."""
@@ -81,10 +90,11 @@ class SearchTelemetry:
 
     def record(self, *, tool: str, outcome: str, started: float, raw_bytes: int) -> None:
         """Count one call and record its duration and raw bytes."""
-        labels = {"fs_search.tool": tool, "fs_search.outcome": outcome}
+        workspace = {"fs_search.workspace_id": self.workspace_id}
+        labels = {"fs_search.tool": tool, "fs_search.outcome": outcome, **workspace}
         self.calls.add(1, labels)
         self.duration.record((time.monotonic() - started) * 1000, labels)
-        self.raw_bytes.record(raw_bytes, {"fs_search.tool": tool})
+        self.raw_bytes.record(raw_bytes, {"fs_search.tool": tool, **workspace})
 
 
 def outcome_of(error: BaseException | None) -> str:

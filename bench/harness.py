@@ -60,7 +60,7 @@ class BenchActivities(SearchActivities):
             built.config,
             built.workspace,
             executor=built.executor,
-            store=built.store,
+            storage=built.storage,
             rg=built.rg,
             telemetry=built.telemetry,
             offload=built.offload,

@@ -16,8 +16,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.search import SearchActivities
-from fs_search.activities.spill import FileSpillStore
-from fs_search.activities.spill_s3 import client_kwargs
+from fs_search.activities.storage import FileSpillStore, Storage
+from fs_search.activities.storage.s3_client import client_kwargs
 from fs_search.worker.app import build_activities
 from fs_search.worker.binaries import require_binary
 from fs_search.worker.services import SeaweedS3
@@ -83,7 +83,7 @@ def make_activities(tmp_path: Path) -> Callable[..., Any]:
         settings.setdefault("sample_over_cap_glob_results", False)
         config = FsSearchConfig.load(getenv=lambda _: None, overrides=settings)
         store = store or FileSpillStore(tmp_path / "spill", ttl_hours=config.spill_ttl_hours)
-        return await build_activities(config, workspace, store=store)
+        return await build_activities(config, workspace, storage=Storage.beside(store))
 
     return build
 

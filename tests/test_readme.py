@@ -151,9 +151,9 @@ def test_module_map_names_every_module():
     """README's module table lists exactly the code's modules (package fronts aside)."""
     root = README.parent
     modules = {
-        f"{d}/{p.name}"
+        p.relative_to(root).as_posix()
         for d in CODE_DIRS
-        for p in (root / d).glob("*.py")
+        for p in (root / d).rglob("*.py")
         if p.name not in ("__init__.py", "__main__.py")
     }
     named = module_map()

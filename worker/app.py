@@ -11,8 +11,9 @@ import re
 import signal
 import socket
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from temporalio.client import Client
 from temporalio.worker import Worker
@@ -26,10 +27,9 @@ from fs_search.activities.offload import Offload, default_processes
 from fs_search.activities.paths import Workspace
 from fs_search.activities.sandbox import sandbox_for
 from fs_search.activities.search import RgStatus, SearchActivities
-from fs_search.activities.spill import SpillStore
+from fs_search.activities.storage import Storage, storage_for
 from fs_search.activities.telemetry import SearchTelemetry
 from fs_search.worker.binaries import find_binary
-from fs_search.worker.stores import open_store
 
 log = logging.getLogger(__name__)
 
@@ -71,20 +71,40 @@ async def probe_rg(executor: Executor, path: str | None) -> RgStatus:
     return RgStatus(path=path, version=version)
 
 
-async def build_activities(
+@dataclass
+class Services:
+    """What every workspace of a worker process shares: settings, rg, storage, helpers."""
+
+    config: FsSearchConfig
+    executor: Executor
+    storage: Storage
+    rg: RgStatus
+    offload: Offload
+    telemetry: SearchTelemetry
+
+    def activities_for(
+        self, workspace: str | os.PathLike[str], workspace_id: str | None = None
+    ) -> SearchActivities:
+        """The four activities over one workspace, sharing everything else."""
+        return SearchActivities(
+            self.config,
+            Workspace(workspace),
+            executor=self.executor,
+            storage=self.storage,
+            rg=self.rg,
+            telemetry=self.telemetry.for_workspace(workspace_id),
+            offload=self.offload,
+        )
+
+
+async def build_services(
     config: FsSearchConfig,
-    workspace: str | os.PathLike[str],
     *,
-    workspace_id: str | None = None,
     executor: Executor | None = None,
-    store: SpillStore | None = None,
+    storage: Storage | None = None,
     telemetry: SearchTelemetry | None = None,
-) -> SearchActivities:
-    """The activities for one workspace, with rg probed and the spill store opened."""
-    telemetry = telemetry or SearchTelemetry(
-        trace_patterns=config.trace_patterns,
-        workspace_id=workspace_id or default_workspace_id(workspace),
-    )
+) -> Services:
+    """Probe rg and open the storage, once per process."""
     executor = executor or Executor(
         backstop=default_backstop(), sandbox=sandbox_for(config.sandbox, config.rg_memory_mb)
     )
@@ -92,17 +112,35 @@ async def build_activities(
     rg = await probe_rg(executor, rg_path)
     if rg.path is None:
         log.warning("%s; glob and grep will fail with SEARCH_FAILED", rg.reason)
-    return SearchActivities(
+    return Services(
         config,
-        Workspace(workspace),
-        executor=executor,
-        store=store or open_store(config),
-        rg=rg,
-        telemetry=telemetry,
-        offload=Offload(
-            default_processes() if config.parse_processes is None else config.parse_processes
-        ),
+        executor,
+        storage or storage_for(config),
+        rg,
+        Offload(default_processes() if config.parse_processes is None else config.parse_processes),
+        telemetry or SearchTelemetry(trace_patterns=config.trace_patterns),
     )
+
+
+async def build_activities(
+    config: FsSearchConfig,
+    workspace: str | os.PathLike[str],
+    *,
+    workspace_id: str | None = None,
+    executor: Executor | None = None,
+    storage: Storage | None = None,
+    telemetry: SearchTelemetry | None = None,
+) -> SearchActivities:
+    """The activities for one workspace, with rg probed and the storage opened."""
+    services = await build_services(config, executor=executor, storage=storage, telemetry=telemetry)
+    if workspace_id is None and telemetry is None:
+        workspace_id = default_workspace_id(workspace)
+    return services.activities_for(workspace, workspace_id)
+
+
+def worker_identity() -> str:
+    """The Temporal identity of this process's workers: host and pid."""
+    return f"fs-search-worker {os.getpid()}@{socket.gethostname()}"
 
 
 def new_worker(
@@ -123,14 +161,24 @@ def new_worker(
         max_heartbeat_throttle_interval=MAX_HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=MAX_HEARTBEAT_THROTTLE,
         graceful_shutdown_timeout=graceful_shutdown,
+        identity=worker_options.pop("identity", None) or worker_identity(),
         **worker_options,
     )
 
 
+class Upkept(Protocol):
+    """What maintenance looks after: Services, or one workspace's SearchActivities."""
+
+    executor: Executor
+    storage: Storage
+    offload: Offload
+
+
 @contextlib.asynccontextmanager
-async def maintenance(activities: SearchActivities) -> AsyncIterator[None]:
-    """Background upkeep while a worker runs: check and prune the spill store."""
-    store = activities.store
+async def maintenance(activities: Upkept) -> AsyncIterator[None]:
+    """Background upkeep while a worker runs: check and prune the spill store; at the end,
+    kill what is left of rg, stop the helpers, close the storage."""
+    store = activities.storage.artifacts
 
     async def upkeep() -> None:
         try:
@@ -161,7 +209,16 @@ async def maintenance(activities: SearchActivities) -> AsyncIterator[None]:
         # Whatever the worker's shutdown left running dies now.
         await activities.executor.kill_all()
         activities.offload.shutdown()
-        await store.close()
+        await activities.storage.close()
+
+
+def stop_on_signals() -> asyncio.Event:
+    """An event set by SIGINT or SIGTERM (in the running loop)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
 
 
 async def run_until_signalled(
@@ -173,10 +230,7 @@ async def run_until_signalled(
     on_ready: Callable[[], None] | None = None,
 ) -> None:
     """Poll the workspace queue until SIGINT/SIGTERM, then shut down killing rg groups."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
     queue = task_queue_for(workspace_id)
     worker = new_worker(client, activities, workspace_id=workspace_id, workflows=list(workflows))
     async with maintenance(activities), worker:
@@ -191,10 +245,10 @@ async def run_until_signalled(
             client.namespace,
         )
         log.info(
-            "ripgrep: %s; sandbox: %s; spill store: %s",
+            "ripgrep: %s; sandbox: %s; storage: %s",
             activities.rg.version or activities.rg.reason,
             activities.sandbox_description(),
-            activities.store.describe(),
+            activities.storage.describe(),
         )
         if on_ready:
             on_ready()

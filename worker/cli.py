@@ -30,9 +30,22 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    w = sub.add_parser("worker", help="run the worker that owns a workspace")
-    w.add_argument("--workspace", required=True, help="the directory this worker searches")
+    w = sub.add_parser("worker", help="run the worker for one workspace, or for all on a host")
+    where = w.add_mutually_exclusive_group(required=True)
+    where.add_argument("--workspace", help="the one directory this worker searches")
+    where.add_argument(
+        "--workspaces-root",
+        metavar="DIR",
+        help="serve every direct subdirectory of DIR named by a valid id, on fs-search/<name>",
+    )
     w.add_argument("--workspace-id", help="queue id (default: derived from host and path)")
+    w.add_argument(
+        "--scan-interval",
+        type=float,
+        default=2.0,
+        metavar="S",
+        help="with --workspaces-root: seconds between scans for new and removed workspaces",
+    )
     _connection_args(w)
     mode = w.add_mutually_exclusive_group()
     mode.add_argument(
@@ -186,28 +199,47 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 async def _worker(args: argparse.Namespace) -> int:
-    from fs_search.worker.app import build_activities, default_workspace_id, run_until_signalled
+    from fs_search.worker.app import build_services, default_workspace_id, run_until_signalled
     from fs_search.worker.connect import connect
-    from fs_search.worker.stores import plugin_for
+    from fs_search.worker.fleet import serve_root
     from fs_search.worker.telemetry import telemetry_from_env
+    from fs_search.workflows.plugin import FsSearchPlugin
 
     config = FsSearchConfig.load(overrides={"sample_over_cap_glob_results": args.sample})
-    if not os.path.isdir(args.workspace):
-        print(f"fs-search: workspace {args.workspace!r} is not a directory", file=sys.stderr)
+    problem = _worker_args_problem(args)
+    if problem:
+        print(f"fs-search: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    workspace_id = args.workspace_id or default_workspace_id(args.workspace)
     telemetry = telemetry_from_env()
     async with telemetry.running():
-        activities = await build_activities(config, args.workspace, workspace_id=workspace_id)
+        services = await build_services(config)
         client = await connect(
             address=args.address,
             namespace=args.namespace,
             profile=args.profile,
-            plugins=[plugin_for(config)],
+            plugins=[FsSearchPlugin(external_storage=services.storage)],
             runtime=telemetry.runtime,
         )
+        if args.workspaces_root:
+            root, interval = args.workspaces_root, args.scan_interval
+            await serve_root(client, services, root, scan_interval=interval)
+            return EXIT_OK
+        workspace_id = args.workspace_id or default_workspace_id(args.workspace)
+        activities = services.activities_for(args.workspace, workspace_id)
         await run_until_signalled(client, activities, workspace_id=workspace_id)
     return EXIT_OK
+
+
+def _worker_args_problem(args: argparse.Namespace) -> str | None:
+    directory = args.workspaces_root or args.workspace
+    if not os.path.isdir(directory):
+        what = "workspaces root" if args.workspaces_root else "workspace"
+        return f"{what} {directory!r} is not a directory"
+    if args.workspaces_root and args.workspace_id:
+        return "--workspace-id goes with --workspace (under --workspaces-root ids are names)"
+    if args.scan_interval <= 0:
+        return f"--scan-interval must be positive (got {args.scan_interval})"
+    return None
 
 
 async def _call(args: argparse.Namespace) -> int:
@@ -238,7 +270,7 @@ async def _call(args: argparse.Namespace) -> int:
 async def _spill_read(args: argparse.Namespace) -> int:
     from fs_search.activities.errors import SearchError
     from fs_search.activities.render import read_spill_text
-    from fs_search.worker.stores import open_store
+    from fs_search.activities.storage import storage_for
 
     try:
         req = ReadSpillRequest.checked(
@@ -248,22 +280,16 @@ async def _spill_read(args: argparse.Namespace) -> int:
         print(f"Error: {e}", file=sys.stderr)
         return EXIT_TOOL_ERROR
     config = FsSearchConfig.load(overrides={"sample_over_cap_glob_results": False})
-    store = open_store(config)
+    storage = storage_for(config)
     try:
-        page = await store.read(req.locator, offset=req.offset, limit=req.limit)
+        page = await storage.artifacts.read(req.locator, offset=req.offset, limit=req.limit)
     except SearchError as e:
         print(f"Error: {e.message}", file=sys.stderr)
         return EXIT_TOOL_ERROR
     finally:
-        await _close(store)
+        await storage.close()
     print(read_spill_text(page))
     return EXIT_OK
-
-
-async def _close(store: object) -> None:
-    close = getattr(store, "close", None)
-    if close is not None:
-        await close()
 
 
 def _print(result: ToolResult, *, as_json: bool) -> None:

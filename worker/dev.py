@@ -11,12 +11,12 @@ import aioboto3
 
 from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.models import task_queue_for
-from fs_search.activities.spill_s3 import client_kwargs
+from fs_search.activities.storage.s3_client import client_kwargs
 from fs_search.worker.app import build_activities, default_workspace_id, run_until_signalled
 from fs_search.worker.connect import connect
 from fs_search.worker.services import DevServer, SeaweedS3
-from fs_search.worker.stores import plugin_for
 from fs_search.worker.telemetry import telemetry_from_env
+from fs_search.workflows.plugin import FsSearchPlugin
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ async def run_dev(
             temporal_client = await connect(
                 address=temporal.address,
                 namespace="default",
-                plugins=[plugin_for(config)],
+                plugins=[FsSearchPlugin(external_storage=activities.storage)],
                 runtime=telemetry.runtime,
             )
             env = {

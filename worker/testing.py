@@ -44,7 +44,7 @@ from fs_search.activities.models import (
     ToolsResult,
     task_queue_for,
 )
-from fs_search.activities.spill import FileSpillStore
+from fs_search.activities.storage import local_storage
 from fs_search.worker.app import build_activities, maintenance, new_worker
 from fs_search.worker.binaries import require_binary
 from fs_search.workflows.plugin import FsSearchPlugin
@@ -114,8 +114,10 @@ async def search_worker(
     settings.setdefault("sample_over_cap_glob_results", True)
     config = FsSearchConfig.load(getenv=lambda _: None, overrides=settings)
     spill = Path(spill_dir) if spill_dir else Path(workspace).resolve().parent / "spill"
-    store = FileSpillStore(spill, ttl_hours=config.spill_ttl_hours)
-    activities = await build_activities(config, workspace, workspace_id=workspace_id, store=store)
+    storage = local_storage(spill, ttl_hours=config.spill_ttl_hours)
+    activities = await build_activities(
+        config, workspace, workspace_id=workspace_id, storage=storage
+    )
     worker = new_worker(client, activities, workspace_id=workspace_id)
     async with maintenance(activities), worker:
         yield worker

@@ -21,7 +21,7 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from fs_search.workflows.storage import DEFAULT_PAYLOAD_THRESHOLD, external_storage_for
+from fs_search.activities.storage import DEFAULT_PAYLOAD_THRESHOLD, Storage, open_storage
 
 PLUGIN_NAME = "fs_search.FsSearchPlugin"
 log = logging.getLogger(__name__)
@@ -47,7 +47,9 @@ class FsSearchPlugin(SimplePlugin):
             standard AWS configuration).
         payload_threshold: payloads at least this large go to external storage (default:
             ``FS_SEARCH_PAYLOAD_THRESHOLD_BYTES``, then 256 KiB).
-        external_storage: use this instead of building one; ``False`` for none.
+        external_storage: use this instead of building one (a worker passes its own
+            ``Storage``, so its payload check and uploads share one driver); ``False`` for
+            none.
         tracing: install ``temporalio.contrib.opentelemetry.TracingInterceptor`` so one trace
             runs from the caller's workflow through the activity into fs-search's own spans
             (a no-op until an OpenTelemetry SDK is configured). Set False if you install
@@ -62,18 +64,20 @@ class FsSearchPlugin(SimplePlugin):
         spill_url: str | None = None,
         s3_endpoint_url: str | None = None,
         payload_threshold: int | None = None,
-        external_storage: ExternalStorage | bool | None = None,
+        external_storage: ExternalStorage | Storage | bool | None = None,
         tracing: bool = True,
         tracer: Tracer | None = None,
         getenv: Callable[[str], str | None] = os.environ.get,
     ) -> None:
         if external_storage is None or external_storage is True:
-            external_storage = external_storage_for(
+            external_storage = open_storage(
                 spill_url or getenv("FS_SEARCH_SPILL_URL") or None,
                 s3_endpoint_url=s3_endpoint_url or getenv("FS_SEARCH_S3_ENDPOINT_URL") or None,
                 payload_threshold=payload_threshold
                 or int(getenv("FS_SEARCH_PAYLOAD_THRESHOLD_BYTES") or DEFAULT_PAYLOAD_THRESHOLD),
             )
+        if isinstance(external_storage, Storage):
+            external_storage = external_storage.external_storage()
         self.external_storage = external_storage or None
         interceptors = [TracingInterceptor(tracer)] if tracing else None
         super().__init__(

@@ -11,7 +11,7 @@ from temporalio.testing import ActivityEnvironment
 
 from fs_search.activities.errors import SearchError
 from fs_search.activities.models import GlobRequest, ReadSpillRequest
-from fs_search.activities.spill import FileSpillStore, SpillKey
+from fs_search.activities.storage import FileSpillStore, SpillKey
 from tests.helpers import write_tree
 
 KEY = SpillKey("wf", "run", "1", "glob")

@@ -34,12 +34,12 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.models import GlobRequest, GrepRequest
-from fs_search.activities.spill import FileSpillStore
+from fs_search.activities.storage import local_storage
 from fs_search.worker.app import build_activities
 
 async def main(ws, spill, requests):
     config = FsSearchConfig.load(getenv=lambda _: None, overrides={"sample_over_cap_glob_results": False})
-    acts = await build_activities(config, ws, store=FileSpillStore(spill))
+    acts = await build_activities(config, ws, storage=local_storage(spill))
     out = []
     for tool, req in requests:
         fn, model = (acts.glob, GlobRequest) if tool == "glob" else (acts.grep, GrepRequest)

@@ -13,8 +13,8 @@ from temporalio.testing import ActivityEnvironment
 
 from fs_search.activities.errors import SearchError
 from fs_search.activities.models import GlobRequest, GrepRequest, ReadSpillRequest
-from fs_search.activities.spill import FileSpillStore, SpillKey
-from fs_search.activities.spill_s3 import S3SpillStore
+from fs_search.activities.storage import FileSpillStore, SpillKey
+from fs_search.activities.storage.s3 import S3SpillStore
 from fs_search.worker.services import free_port
 from tests.conftest import AWS_ENV
 from tests.helpers import write_tree

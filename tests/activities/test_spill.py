@@ -12,7 +12,7 @@ import pytest
 
 from fs_search.activities.errors import SearchError
 from fs_search.activities.paging import MAX_PAGE_BYTES, Pager, page_of
-from fs_search.activities.spill import FileSpillStore, SpillKey
+from fs_search.activities.storage import FileSpillStore, SpillKey
 
 
 def test_keys_are_deterministic_and_percent_encoded():

@@ -7,7 +7,7 @@ import dataclasses
 from temporalio.testing import ActivityEnvironment
 
 from fs_search.activities.saving import spill_key
-from fs_search.activities.spill import SpillKey
+from fs_search.activities.storage import SpillKey
 
 
 def test_a_workflow_activity_is_keyed_by_its_run_and_activity_id():

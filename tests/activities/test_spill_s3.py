@@ -16,8 +16,9 @@ from temporalio.testing import ActivityEnvironment
 from fs_search.activities.catalogue import READ_SPILL_PROMPT
 from fs_search.activities.errors import SearchError
 from fs_search.activities.models import GlobRequest, GrepRequest, ReadSpillRequest
-from fs_search.activities.spill import SpillKey
-from fs_search.activities.spill_s3 import S3SpillStore, client_kwargs
+from fs_search.activities.storage import SpillKey
+from fs_search.activities.storage.s3 import S3SpillStore
+from fs_search.activities.storage.s3_client import client_kwargs
 from fs_search.worker.app import maintenance
 from fs_search.worker.services import free_port
 from tests.conftest import start_s3
@@ -260,7 +261,7 @@ async def test_denied_put_degrades_to_spill_error(tmp_path, many, make_activitie
 
     import aioboto3
 
-    from fs_search.activities.spill_s3 import client_kwargs
+    from fs_search.activities.storage.s3_client import client_kwargs
     from fs_search.worker.services import SeaweedS3
 
     config = tmp_path / "s3.json"

@@ -22,11 +22,11 @@ from temporalio.api.common.v1 import Payload
 from temporalio.converter import StorageDriverStoreContext, StorageDriverWorkflowInfo
 from temporalio.envconfig import ClientConfig
 
-import fs_search.workflows.storage as storage_module
+import fs_search.activities.storage.s3 as s3_module
 from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.models import task_queue_for
-from fs_search.activities.spill import SpillKey
-from fs_search.activities.spill_s3 import S3SpillStore
+from fs_search.activities.storage import SpillKey, open_storage
+from fs_search.activities.storage.s3 import S3SpillStore
 from fs_search.worker.cli import _parser
 
 INFRA = Path(__file__).resolve().parents[2] / "infra"
@@ -182,8 +182,8 @@ async def _spill_object() -> tuple[str, str]:
 
 async def _payload_object(monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
     """(bucket, key) Temporal's S3 driver, as the plugin builds it, writes for a large payload."""
-    monkeypatch.setattr(storage_module, "LazyAioboto3Client", _FakeDriverClient)
-    external = storage_module.external_storage_for(_spill_url())
+    monkeypatch.setattr(s3_module, "LazyAioboto3Client", _FakeDriverClient)
+    external = open_storage(_spill_url()).external_storage()
     (driver,) = external.drivers
     target = StorageDriverWorkflowInfo(namespace="default", id="agent-wf", run_id="r1", type="A")
     (claim,) = await driver.store(StorageDriverStoreContext(target=target), [Payload(data=b"x")])

@@ -20,7 +20,7 @@ from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
 from temporalio.worker import Worker
 
 from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.spill import FileSpillStore
+from fs_search.activities.storage import local_storage
 from fs_search.activities.telemetry import SearchTelemetry, pattern_digest
 from fs_search.worker.app import build_activities, new_worker
 from fs_search.workflows.agent import (
@@ -75,7 +75,7 @@ async def _traced_run(dev_env, ws: Path, tmp_path: Path, *, trace_patterns: bool
         workspace_id=wsid,
     )
     acts = await build_activities(
-        config, ws, store=FileSpillStore(tmp_path / "spill"), telemetry=telemetry
+        config, ws, storage=local_storage(tmp_path / "spill"), telemetry=telemetry
     )
     async with MetricsExporter(buffer, meters):
         async with (

@@ -24,8 +24,8 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from fs_search.activities.models import ErrorCode, GrepResult
+from fs_search.activities.storage import LocalDirectoryDriver
 from fs_search.workflows.plugin import FsSearchPlugin
-from fs_search.workflows.storage import LocalDirectoryDriver
 from tests.workflows import sandbox_workflows
 from tests.workflows.sandbox_workflows import HOST_PROBE, Probe, TopLevelImportWorkflow
 

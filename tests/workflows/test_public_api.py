@@ -43,7 +43,7 @@ def test_workflow_front_loads_no_worker_side_code():
     activities' machinery, so Temporal's sandbox re-imports stay cheap and deterministic."""
     heavy = [
         "fs_search.workflows.plugin",
-        "fs_search.workflows.storage",
+        "fs_search.activities.storage",
         "fs_search.activities.search",
         "fs_search.activities.executor",
         "fs_search.worker",

@@ -1,95 +1,37 @@
-"""The ``s3://`` spill store (aioboto3): artifacts the model pages through with read_spill."""
+"""The ``s3://`` backend: artifacts paged with read_spill, payloads through Temporal's S3 driver.
+
+Both live in one bucket: artifacts under ``<prefix>/<key>`` (the spill URL's prefix),
+Temporal payloads under ``v0/...`` where Temporal's ``S3StorageDriver`` puts them.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from typing import Any
-from urllib.parse import urlparse
 
-import aioboto3
-from aiobotocore.config import AioConfig
-from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+from botocore.exceptions import ClientError
+from temporalio.contrib.aws.s3driver import S3StorageDriver
 
 from fs_search.activities.errors import SearchError
 from fs_search.activities.models import ErrorCode, ReadSpillResult, SpillRef
-from fs_search.activities.paging import Pager, check_page_args, line_count
-from fs_search.activities.spill import (
-    READ_BLOCK_BYTES,
+from fs_search.activities.paging import Pager, line_count
+from fs_search.activities.storage.files import READ_BLOCK_BYTES
+from fs_search.activities.storage.keys import (
     SpillFailed,
     SpillKey,
     artifact_relpath,
     expired,
     not_an_artifact,
 )
+from fs_search.activities.storage.s3_client import (
+    MARKER,
+    S3_FAILURES,
+    LazyAioboto3Client,
+    LazyS3Client,
+    in_our_words,
+    parse_s3_url,
+)
 
 log = logging.getLogger(__name__)
-
-# Fail fast when the endpoint is down: a spill is best effort and must not hold a search.
-CLIENT_CONFIG = AioConfig(
-    connect_timeout=2,
-    read_timeout=10,
-    retries={"max_attempts": 2, "mode": "standard"},
-)
-# Every artifact carries this user metadata: read_spill reads no object the store did not
-# write, even one whose key has the artifact shape.
-MARKER = {"fs-search": "spill"}
-_S3_FAILURES = (BotoCoreError, ClientError, OSError)
-
-
-def parse_s3_url(url: str) -> tuple[str, str]:
-    """``s3://bucket/prefix`` -> (bucket, prefix without slashes at either end)."""
-    parsed = urlparse(url)
-    if parsed.scheme != "s3" or not parsed.netloc:
-        raise ValueError(f"{url!r}: expected s3://bucket/prefix")
-    return parsed.netloc, parsed.path.strip("/")
-
-
-def s3_session() -> Any:
-    """An aioboto3 session from the standard AWS configuration (env, profile, role)."""
-    return aioboto3.Session()
-
-
-def client_kwargs(endpoint_url: str | None) -> dict[str, Any]:
-    """Arguments for ``session.client("s3", ...)``: custom endpoints use path-style addressing."""
-    config = CLIENT_CONFIG
-    if endpoint_url:
-        config = config.merge(AioConfig(s3={"addressing_style": "path"}))
-    return {"endpoint_url": endpoint_url, "config": config}
-
-
-class LazyS3Client:
-    """One long-lived aioboto3 S3 client, opened on first use and reopened after a failure."""
-
-    def __init__(self, endpoint_url: str | None = None) -> None:
-        self.endpoint_url = endpoint_url
-        self._session = s3_session()
-        self._context: Any = None
-        self._client: Any = None
-        self._lock: asyncio.Lock | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    async def get(self) -> Any:
-        """The open client (opened in the running event loop)."""
-        loop = asyncio.get_running_loop()
-        if self._client is not None and self._loop is loop:
-            return self._client
-        if self._lock is None or self._loop is not loop:
-            self._lock, self._loop, self._client = asyncio.Lock(), loop, None
-        async with self._lock:
-            if self._client is None:
-                self._context = self._session.client("s3", **client_kwargs(self.endpoint_url))
-                self._client = await self._context.__aenter__()
-        return self._client
-
-    async def close(self) -> None:
-        """Close the client (it reopens on next use)."""
-        context, self._context, self._client = self._context, None, None
-        if context is not None:
-            try:
-                await context.__aexit__(None, None, None)
-            except Exception:  # noqa: BLE001 - closing a broken client is best effort
-                pass
 
 
 class S3SpillStore:
@@ -134,7 +76,7 @@ class S3SpillStore:
                 ContentType="text/plain; charset=utf-8",
                 Metadata=MARKER,
             )
-        except _S3_FAILURES as e:
+        except S3_FAILURES as e:
             await self.client.close()
             raise SpillFailed(in_our_words(e, "write")) from e
         lines = line_count(text)
@@ -159,7 +101,6 @@ class S3SpillStore:
 
     async def read(self, locator: str, *, offset: int, limit: int) -> ReadSpillResult:
         """See SpillStore."""
-        limit = check_page_args(offset, limit)
         key = self._confine(locator)
         try:
             s3 = await self.client.get()
@@ -174,7 +115,7 @@ class S3SpillStore:
                 pager = Pager(offset=offset, limit=limit)
                 while block := await body.read(READ_BLOCK_BYTES):
                     pager.feed(block)
-        except _S3_FAILURES as e:
+        except S3_FAILURES as e:
             if not isinstance(e, ClientError):
                 await self.client.close()
             elif e.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
@@ -188,12 +129,7 @@ class S3SpillStore:
 
     async def check(self) -> None:
         """See SpillStore."""
-        try:
-            s3 = await self.client.get()
-            await s3.head_bucket(Bucket=self.bucket)
-        except Exception:
-            await self.client.close()
-            raise
+        await self.client.head_bucket(self.bucket)
 
     async def prune(self) -> int:
         """See SpillStore: S3 artifacts expire by the bucket's lifecycle rule."""
@@ -204,12 +140,23 @@ class S3SpillStore:
         await self.client.close()
 
 
-def in_our_words(error: BaseException, action: str) -> str:
-    """What failed, for the model: never the endpoint, bucket, key or exception text."""
-    if isinstance(error, ClientError):
-        if error.response.get("Error", {}).get("Code") == "NoSuchBucket":
-            return "the spill store's bucket does not exist"
-        return f"the spill store refused the {action}"
-    if isinstance(error, NoCredentialsError):
-        return "the worker has no credentials for the spill store"
-    return "the spill store is unreachable"
+class S3PayloadDriver(S3StorageDriver):
+    """Temporal's ``S3StorageDriver`` on a lazily opened client, with a readiness check."""
+
+    def __init__(self, bucket: str, *, endpoint_url: str | None = None) -> None:
+        self.bucket = bucket
+        self.client = LazyAioboto3Client(endpoint_url)
+        super().__init__(client=self.client, bucket=bucket)
+
+    def describe(self) -> str:
+        """A one-line description for logs."""
+        where = f" at {self.client.endpoint_url}" if self.client.endpoint_url else ""
+        return f"s3://{self.bucket}/v0{where}"
+
+    async def check(self) -> None:
+        """Raise when the payload bucket cannot be reached now."""
+        await self.client.head_bucket(self.bucket)
+
+    async def close(self) -> None:
+        """Release the S3 client."""
+        await self.client.close()

@@ -1,0 +1,259 @@
+"""One worker process for every workspace under a root directory (SPEC §7).
+
+Each direct subdirectory whose name is a valid workspace id gets its own ``Worker`` on
+``fs-search/<id>``; all of them share one rg executor, one set of digest helpers, one
+storage and one :class:`~fs_search.worker.slots.FairSlots` activity slot supplier. A scan
+every ``scan_interval`` seconds attaches new directories and detaches vanished ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from opentelemetry import metrics
+from opentelemetry.metrics import CallbackOptions, Observation
+from temporalio.client import Client
+from temporalio.worker import (
+    FixedSizeSlotSupplier,
+    PollerBehaviorAutoscaling,
+    Worker,
+    WorkerTuner,
+)
+
+from fs_search.activities.models import task_queue_for
+from fs_search.activities.telemetry import INSTRUMENTATION
+from fs_search.worker.app import (
+    MAX_HEARTBEAT_THROTTLE,
+    Services,
+    maintenance,
+    stop_on_signals,
+    worker_identity,
+)
+from fs_search.worker.slots import FairSlots
+
+log = logging.getLogger(__name__)
+
+WORKSPACE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+DEFAULT_SCAN_INTERVAL_S = 2.0
+DEFAULT_PER_WORKSPACE = 4
+
+
+@dataclass(frozen=True)
+class Scan:
+    """One look at the root: workspace id -> real path, and names skipped with why."""
+
+    found: dict[str, str] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def scan_root(root: str) -> Scan:
+    """The workspaces under ``root``: direct subdirectories named by a valid id.
+
+    Dot-directories and non-directories are ignored. A symlinked subdirectory is resolved
+    and must still lie under ``root`` (a link out of the root, or to the root itself, is
+    skipped); the id is the entry's own name.
+    """
+    real_root = os.path.realpath(root)
+    scan = Scan()
+    with os.scandir(real_root) as entries:
+        for entry in entries:
+            name = entry.name
+            if name.startswith("."):
+                continue
+            try:
+                if not entry.is_dir(follow_symlinks=True):
+                    continue
+            except OSError:
+                continue
+            if not WORKSPACE_ID.fullmatch(name):
+                scan.skipped[name] = "not a valid workspace id ([A-Za-z0-9][A-Za-z0-9._-]{0,127})"
+                continue
+            real = os.path.realpath(entry.path)
+            if not real.startswith(real_root + os.sep):
+                scan.skipped[name] = "a symlink that leads outside the workspaces root"
+                continue
+            scan.found[name] = real
+    return scan
+
+
+@dataclass
+class _Attached:
+    path: str
+    worker: Worker
+    running: asyncio.Task[None]
+
+
+class Fleet:
+    """The workers of every workspace under ``root``, sharing ``services``.
+
+    Args:
+        client: the Temporal client (with FsSearchPlugin).
+        services: what the workspaces share (build_services).
+        root: the workspaces root directory.
+        scan_interval: seconds between scans of the root.
+        per_workspace: slots one workspace may hold (default 4).
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        services: Services,
+        root: str | os.PathLike[str],
+        *,
+        scan_interval: float = DEFAULT_SCAN_INTERVAL_S,
+        per_workspace: int | None = None,
+    ) -> None:
+        self.client = client
+        self.services = services
+        self.root = os.fspath(root)
+        self.scan_interval = scan_interval
+        config = services.config
+        self.slots = FairSlots(
+            total=config.max_concurrent_searches,
+            per_workspace=per_workspace
+            or config.max_concurrent_per_workspace
+            or DEFAULT_PER_WORKSPACE,
+        )
+        self.tuner = WorkerTuner.create_composite(
+            workflow_supplier=FixedSizeSlotSupplier(1),
+            activity_supplier=self.slots,
+            local_activity_supplier=FixedSizeSlotSupplier(1),
+            nexus_supplier=FixedSizeSlotSupplier(1),
+        )
+        # Detaching lets running calls finish: at most their budget, plus a margin.
+        self.drain = timedelta(milliseconds=config.timeout_ms) + timedelta(seconds=5)
+        self.attached: dict[str, _Attached] = {}
+        self._draining: set[asyncio.Task[None]] = set()
+        self._warned: set[str] = set()
+        self.identity = worker_identity()
+        meter = metrics.get_meter(INSTRUMENTATION)
+        meter.create_observable_gauge(
+            "fs_search.workspaces.attached",
+            callbacks=[self._observe],
+            unit="{workspace}",
+            description="Workspaces this worker process serves",
+        )
+
+    def _observe(self, _options: CallbackOptions) -> Iterable[Observation]:
+        yield Observation(len(self.attached))
+
+    async def scan(self) -> None:
+        """Attach new workspaces, detach vanished (or re-pointed) ones."""
+        try:
+            scan = await asyncio.to_thread(scan_root, self.root)
+        except OSError as e:
+            log.warning("cannot scan the workspaces root %s: %s", self.root, e)
+            return
+        for name, reason in scan.skipped.items():
+            if name not in self._warned:
+                self._warned.add(name)
+                log.warning("skipping %r under %s: %s", name, self.root, reason)
+        self._warned &= set(scan.skipped)
+        gone = [w for w, a in self.attached.items() if scan.found.get(w) != a.path]
+        for workspace_id in gone:
+            self.detach(workspace_id)
+        for workspace_id, path in scan.found.items():
+            if workspace_id not in self.attached:
+                self.attach(workspace_id, path)
+
+    def attach(self, workspace_id: str, path: str) -> None:
+        """Start polling ``fs-search/<workspace_id>`` for searches of ``path``."""
+        try:
+            activities = self.services.activities_for(path, workspace_id)
+        except Exception as e:  # noqa: BLE001 - one bad directory must not stop the others
+            log.warning("cannot attach workspace %s (%s): %s", workspace_id, path, e)
+            return
+        worker = Worker(
+            self.client,
+            task_queue=task_queue_for(workspace_id),
+            activities=activities.all(),  # type: ignore[arg-type]
+            tuner=self.tuner,
+            activity_task_poller_behavior=PollerBehaviorAutoscaling(
+                minimum=1, maximum=max(self.slots.per_workspace, 1), initial=1
+            ),
+            max_heartbeat_throttle_interval=MAX_HEARTBEAT_THROTTLE,
+            default_heartbeat_throttle_interval=MAX_HEARTBEAT_THROTTLE,
+            graceful_shutdown_timeout=self.drain,
+            identity=self.identity,
+        )
+        self.attached[workspace_id] = _Attached(path, worker, asyncio.create_task(worker.run()))
+        log.info(
+            "attached workspace %s (%s) on task queue %s",
+            workspace_id,
+            path,
+            task_queue_for(workspace_id),
+        )
+
+    def detach(self, workspace_id: str) -> None:
+        """Stop polling the workspace's queue; its running calls finish in the background."""
+        attached = self.attached.pop(workspace_id, None)
+        if attached is None:
+            return
+        log.info("detaching workspace %s (%s)", workspace_id, attached.path)
+        task = asyncio.create_task(_stop(workspace_id, attached))
+        self._draining.add(task)
+        task.add_done_callback(self._draining.discard)
+
+    async def run(self, stop: asyncio.Event, on_ready: Callable[[], None] | None = None) -> None:
+        """Scan until ``stop`` is set, then drain every workspace and return."""
+        await self.scan()
+        if on_ready:
+            on_ready()
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.scan_interval)
+            if not stop.is_set():
+                await self.scan()
+        for workspace_id in list(self.attached):
+            self.detach(workspace_id)
+        if self._draining:
+            await asyncio.gather(*self._draining, return_exceptions=True)
+
+
+async def _stop(workspace_id: str, attached: _Attached) -> None:
+    try:
+        await attached.worker.shutdown()
+        await attached.running
+    except Exception as e:  # noqa: BLE001 - report and go on with the others
+        log.warning("workspace %s stopped with an error: %s", workspace_id, e)
+    log.info("detached workspace %s", workspace_id)
+
+
+async def serve_root(
+    client: Client,
+    services: Services,
+    root: str | os.PathLike[str],
+    *,
+    scan_interval: float = DEFAULT_SCAN_INTERVAL_S,
+    on_ready: Callable[[], None] | None = None,
+) -> None:
+    """Serve every workspace under ``root`` until SIGINT/SIGTERM, then drain them all."""
+    stop = stop_on_signals()
+    fleet = Fleet(client, services, root, scan_interval=scan_interval)
+    async with maintenance(services):
+        warming = asyncio.create_task(services.offload.warm())
+        log.info(
+            "fs-search worker serving the workspaces under %s on %s, namespace %s "
+            "(%d searches at once, %d per workspace; identity %s)",
+            os.path.realpath(root),
+            client.service_client.config.target_host,
+            client.namespace,
+            fleet.slots.total,
+            fleet.slots.per_workspace,
+            fleet.identity,
+        )
+        log.info(
+            "ripgrep: %s; storage: %s",
+            services.rg.version or services.rg.reason,
+            services.storage.describe(),
+        )
+        await fleet.run(stop, on_ready)
+        warming.cancel()
+        log.info("drained every workspace")
