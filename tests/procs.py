@@ -25,22 +25,24 @@ class WorkerProcess:
         self,
         ws: Path,
         address: str,
-        workspace_id: str,
+        workspace_id: str | None,
         *,
         env: dict[str, str] | None = None,
         args: tuple[str, ...] = ("--sample-over-cap-glob-results",),
         ready_timeout: float = 30.0,
     ) -> None:
+        """``workspace_id`` None: serve every workspace under ``ws`` (--workspaces-root)."""
         full = {k: v for k, v in os.environ.items() if not k.startswith(("FS_SEARCH_", "OTEL_"))}
         full.update(env or {})
         self.proc = subprocess.Popen(
             [
                 FS_SEARCH,
                 "worker",
-                "--workspace",
-                str(ws),
-                "--workspace-id",
-                workspace_id,
+                *(
+                    ["--workspaces-root", str(ws)]
+                    if workspace_id is None
+                    else ["--workspace", str(ws), "--workspace-id", workspace_id]
+                ),
                 "--address",
                 address,
                 *args,
@@ -63,7 +65,7 @@ class WorkerProcess:
         assert self.proc.stderr is not None
         for line in self.proc.stderr:
             self.lines.append(line)
-            if "polling task queue" in line:
+            if "polling task queue" in line or "serving the workspaces under" in line:
                 self._ready.set()
 
     @property

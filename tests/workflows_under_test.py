@@ -103,6 +103,7 @@ class MixedCalls(BaseModel):
 
     calls: list[tuple[str, str, dict[str, Any]]]
     timeout_ms: int = 30_000
+    schedule_to_start_ms: int = 30_000
 
 
 @workflow.defn
@@ -115,7 +116,12 @@ class MixedCallsWorkflow:
         results = []
         for workspace_id, name, args in spec.calls:
             helper = tools.setdefault(
-                workspace_id, FsSearchTools(workspace_id, timeout_ms=spec.timeout_ms)
+                workspace_id,
+                FsSearchTools(
+                    workspace_id,
+                    timeout_ms=spec.timeout_ms,
+                    schedule_to_start_timeout=timedelta(milliseconds=spec.schedule_to_start_ms),
+                ),
             )
             results.append(await helper.call(name, args))
         return results

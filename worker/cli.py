@@ -11,146 +11,21 @@ from collections.abc import Sequence
 
 from fs_search.activities.config import ConfigError, FsSearchConfig
 from fs_search.activities.models import (
-    MAX_READ_SPILL_LINES,
     ArgumentProblem,
     ReadSpillRequest,
     ToolResult,
 )
+from fs_search.worker.cli_parser import attach_regexp, build_parser
 from fs_search.worker.connect import TemporalSettingsError, TemporalUnreachable
 from fs_search.worker.telemetry import TelemetryConfigError
 
 EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="fs-search",
-        description="ripgrep-backed glob and grep tools as Temporal activities.",
-    )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    w = sub.add_parser("worker", help="run the worker for one workspace, or for all on a host")
-    where = w.add_mutually_exclusive_group(required=True)
-    where.add_argument("--workspace", help="the one directory this worker searches")
-    where.add_argument(
-        "--workspaces-root",
-        metavar="DIR",
-        help="serve every direct subdirectory of DIR named by a valid id, on fs-search/<name>",
-    )
-    w.add_argument("--workspace-id", help="queue id (default: derived from host and path)")
-    w.add_argument(
-        "--scan-interval",
-        type=float,
-        default=2.0,
-        metavar="S",
-        help="with --workspaces-root: seconds between scans for new and removed workspaces",
-    )
-    _connection_args(w)
-    mode = w.add_mutually_exclusive_group()
-    mode.add_argument(
-        "--sample-over-cap-glob-results",
-        dest="sample",
-        action="store_true",
-        default=None,
-        help="over-cap glob pages are sampled across top-level entries",
-    )
-    mode.add_argument(
-        "--no-sample-over-cap-glob-results",
-        dest="sample",
-        action="store_false",
-        help="over-cap glob pages keep the modification-time-ordered head",
-    )
-
-    for tool in ("glob", "grep"):
-        t = sub.add_parser(tool, help=f"run one {tool} call")
-        if tool == "grep":
-            t.add_argument("pattern", nargs="?", help="the regex (or give it with -e)")
-            t.add_argument(
-                "-e",
-                "--regexp",
-                metavar="PATTERN",
-                help="the regex, for one that starts with '-' (e.g. -e '-->')",
-            )
-        else:
-            t.add_argument("pattern")
-        t.add_argument("--path", help="search root (relative to --cwd, or absolute)")
-        if tool == "grep":
-            t.add_argument("--include", help="one glob limiting which files are searched")
-        t.add_argument("--cwd", help="working directory (relative to the workspace root)")
-        t.add_argument("--json", action="store_true", help="print the ToolResult as JSON")
-        t.add_argument("--no-spill", action="store_true", help="return every entry; save nothing")
-        if tool == "glob":
-            t.add_argument(
-                "--no-sample-over-cap-glob-results",
-                dest="no_sample",
-                action="store_true",
-                help="embedded mode: keep the mtime-ordered head instead of sampling",
-            )
-        t.add_argument(
-            "--workspace", help="embedded mode: the workspace (default: current directory)"
-        )
-        t.add_argument("--workspace-id", help="address mode: the worker's workspace id")
-        _connection_args(t)
-
-    d = sub.add_parser(
-        "dev", help="run a local stack: Temporal dev server + UI, SeaweedFS S3, a worker"
-    )
-    d.add_argument("--workspace", default=".", help="the directory searched (default: .)")
-    d.add_argument("--workspace-id", help="queue id (default: derived from host and path)")
-    d.add_argument("--data-dir", help="where S3 keeps its data (default: a temporary directory)")
-    d.add_argument(
-        "--no-sample-over-cap-glob-results",
-        dest="no_sample",
-        action="store_true",
-        help="keep the mtime-ordered head of over-cap globs instead of sampling",
-    )
-
-    spill = sub.add_parser("spill", help="spill artifacts")
-    spill_sub = spill.add_subparsers(dest="spill_command", required=True)
-    r = spill_sub.add_parser("read", help="print a page of a spill artifact")
-    r.add_argument("locator")
-    page = ReadSpillRequest.model_fields
-    r.add_argument(
-        "--offset", type=int, default=page["offset"].default, help=page["offset"].description
-    )
-    r.add_argument(
-        "--limit",
-        type=int,
-        default=page["limit"].default,
-        help=f"{(page['limit'].description or '').rstrip('.')} (at most {MAX_READ_SPILL_LINES})",
-    )
-    return parser
-
-
-def _connection_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--address", help="Temporal address HOST:PORT (default: TEMPORAL_ADDRESS)")
-    p.add_argument("--namespace", help="Temporal namespace (default: TEMPORAL_NAMESPACE)")
-    p.add_argument("--profile", help="temporalio envconfig profile")
-
-
-def _attach_regexp(argv: list[str]) -> list[str]:
-    """``-e X`` / ``--regexp X`` as ``--regexp=X``: argparse refuses a separate value that
-    starts with ``-`` (``-e -->``), which is exactly what the option is for."""
-    out: list[str] = []
-    rest = iter(argv)
-    for arg in rest:
-        if arg == "--":
-            out.append(arg)
-            out.extend(rest)
-            break
-        if arg in ("-e", "--regexp"):
-            value = next(rest, None)
-            out.append("--regexp" if value is None else f"--regexp={value}")
-        else:
-            out.append(arg)
-    return out
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``fs-search`` console script."""
-    parser = _parser()
-    args = parser.parse_args(_attach_regexp(sys.argv[1:] if argv is None else list(argv)))
+    parser = build_parser()
+    args = parser.parse_args(attach_regexp(sys.argv[1:] if argv is None else list(argv)))
     level = logging.INFO if (args.verbose or args.command in ("worker", "dev")) else logging.WARNING
     logging.basicConfig(
         level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -15,7 +15,7 @@ from fs_search.activities.errors import SearchError
 from fs_search.activities.models import GlobRequest, GrepRequest, ReadSpillRequest
 from fs_search.activities.storage import FileSpillStore, SpillKey
 from fs_search.activities.storage.s3 import S3SpillStore
-from fs_search.worker.services import free_port
+from fs_search.worker.processes import free_port
 from tests.conftest import AWS_ENV
 from tests.helpers import write_tree
 

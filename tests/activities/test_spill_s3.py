@@ -20,7 +20,7 @@ from fs_search.activities.storage import SpillKey
 from fs_search.activities.storage.s3 import S3SpillStore
 from fs_search.activities.storage.s3_client import client_kwargs
 from fs_search.worker.app import maintenance
-from fs_search.worker.services import free_port
+from fs_search.worker.processes import free_port
 from tests.conftest import start_s3
 from tests.helpers import write_tree
 

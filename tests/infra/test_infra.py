@@ -27,7 +27,7 @@ from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.models import task_queue_for
 from fs_search.activities.storage import SpillKey, open_storage
 from fs_search.activities.storage.s3 import S3SpillStore
-from fs_search.worker.cli import _parser
+from fs_search.worker.cli_parser import build_parser
 
 INFRA = Path(__file__).resolve().parents[2] / "infra"
 K8S = INFRA / "k8s"
@@ -87,7 +87,7 @@ def _worker_container(workload: dict[str, Any]) -> dict[str, Any]:
 
 
 def _parsed_args(workload: dict[str, Any]) -> Any:
-    return _parser().parse_args(["worker", *_worker_container(workload).get("args", [])])
+    return build_parser().parse_args(["worker", *_worker_container(workload).get("args", [])])
 
 
 def _config_map() -> dict[str, str]:
@@ -545,7 +545,7 @@ def test_dockerfile_runs_fs_search_worker_as_non_root() -> None:
     """ENTRYPOINT ends in `fs-search worker`, CMD's args parse, USER is non-root, base is 3.11."""
     entrypoint = _docker_json("ENTRYPOINT")
     assert entrypoint[-2:] == ["fs-search", "worker"]
-    args = _parser().parse_args(["worker", *_docker_json("CMD")])
+    args = build_parser().parse_args(["worker", *_docker_json("CMD")])
     assert args.workspace == "/workspace"
     assert _docker_user_uid() != 0
     (base,) = [rest for ins, rest in _dockerfile() if ins == "FROM"]

@@ -1,0 +1,239 @@
+"""One worker process for a workspaces root (SPEC §7), on the real dev server with real rg."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from temporalio.worker import Worker
+
+from fs_search.activities.config import FsSearchConfig
+from fs_search.activities.models import ErrorCode, task_queue_for
+from fs_search.activities.storage import local_storage
+from fs_search.worker.app import build_services
+from fs_search.worker.fleet import Fleet, scan_root
+from tests.helpers import sparse_file, write_tree
+from tests.procs import WorkerProcess, alive, rg_processes
+from tests.workflows_under_test import CatalogueWorkflow, MixedCalls, MixedCallsWorkflow, Options
+
+# --- scanning ------------------------------------------------------------------------------
+
+
+def test_scan_finds_valid_ids_and_names_what_it_skips(tmp_path):
+    root = tmp_path / "root"
+    for name in ("a", "B-2", "x.y_z", "bad name", "-dash", ".hidden", "é"):
+        (root / name).mkdir(parents=True)
+    (root / "file.txt").write_text("not a workspace")
+    (root / "bad\nline").mkdir()
+    scan = scan_root(str(root))
+    assert sorted(scan.found) == ["B-2", "a", "x.y_z"]
+    assert scan.found["a"] == os.path.realpath(root / "a")
+    assert sorted(scan.skipped) == ["-dash", "bad\nline", "bad name", "é"]
+    assert all("not a valid workspace id" in why for why in scan.skipped.values())
+
+
+def test_scan_resolves_links_that_stay_under_the_root(tmp_path):
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "real").mkdir(parents=True)
+    outside.mkdir()
+    os.symlink(root / "real", root / "alias")
+    os.symlink(outside, root / "escape")
+    os.symlink(root, root / "itself")
+    os.symlink(root / "missing", root / "dangling")
+    scan = scan_root(str(root))
+    assert scan.found == {
+        "real": os.path.realpath(root / "real"),
+        "alias": os.path.realpath(root / "real"),
+    }
+    assert sorted(scan.skipped) == ["escape", "itself"]
+    assert "outside the workspaces root" in scan.skipped["escape"]
+
+
+# --- serving -------------------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def _fleet(dev_env, root: Path, spill: Path, **settings) -> AsyncIterator[tuple[Fleet, str]]:
+    """A Fleet over ``root`` (scanned every 0.2 s) and a workflow worker; yields its queue."""
+    settings.setdefault("sample_over_cap_glob_results", False)
+    config = FsSearchConfig.load(getenv=lambda _: None, overrides=settings)
+    services = await build_services(config, storage=local_storage(spill))
+    fleet = Fleet(dev_env.client, services, root, scan_interval=0.2)
+    stop = asyncio.Event()
+    queue = f"wf-{uuid.uuid4()}"
+    running = asyncio.create_task(fleet.run(stop))
+    try:
+        async with Worker(
+            dev_env.client, task_queue=queue, workflows=[MixedCallsWorkflow, CatalogueWorkflow]
+        ):
+            yield fleet, queue
+    finally:
+        stop.set()
+        await asyncio.wait_for(running, 60)
+        await services.executor.kill_all()
+        services.offload.shutdown()
+
+
+async def _calls(dev_env, queue: str, calls, *, timeout_ms: int = 30_000, **options):
+    spec = MixedCalls(calls=calls, timeout_ms=timeout_ms, **options)
+    return await dev_env.client.execute_workflow(
+        MixedCallsWorkflow.run, spec, id=f"wf-{uuid.uuid4()}", task_queue=queue
+    )
+
+
+async def _until(predicate, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.05)
+
+
+def _ids(prefix: str, n: int) -> list[str]:
+    tag = uuid.uuid4().hex[:6]
+    return [f"{prefix}-{tag}-{i}" for i in range(n)]
+
+
+async def test_fifty_workspaces_each_answer_with_their_own_tree(dev_env, tmp_path):
+    root = tmp_path / "root"
+    ids = _ids("w", 50)
+    for i, wid in enumerate(ids):
+        write_tree(root / wid, {f"own_{i}.txt": f"marker {wid}\n"})
+    async with _fleet(dev_env, root, tmp_path / "spill") as (fleet, queue):
+        await _until(lambda: len(fleet.attached) == 50)
+        calls = [(wid, "glob", {"pattern": "*.txt"}) for wid in ids]
+        calls += [(wid, "grep", {"pattern": "marker"}) for wid in ids]
+        results = await _calls(dev_env, queue, calls)
+    for i, wid in enumerate(ids):
+        globbed, grepped = results[i], results[50 + i]
+        assert globbed.result.paths == [f"own_{i}.txt"], globbed.text
+        assert [m.line for m in grepped.result.matches] == [f"marker {wid}"], grepped.text
+
+
+async def test_attach_by_creating_and_detach_by_removing_a_directory(dev_env, tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    (wid,) = _ids("late", 1)
+    async with _fleet(dev_env, root, tmp_path / "spill") as (fleet, queue):
+        write_tree(root / wid, {"hello.txt": "hello\n"})
+        (result,) = await _calls(dev_env, queue, [(wid, "grep", {"pattern": "hello"})])
+        assert result.result.total == 1
+        catalogue = await dev_env.client.execute_workflow(
+            CatalogueWorkflow.run,
+            Options(workspace_id=wid),
+            id=f"wf-{uuid.uuid4()}",
+            task_queue=queue,
+        )
+        assert catalogue.available and catalogue.workspace_id == wid
+        shutil.rmtree(root / wid)
+        await _until(lambda: wid not in fleet.attached)
+        spec = MixedCalls(calls=[(wid, "glob", {"pattern": "*"})], schedule_to_start_ms=1500)
+        (gone,) = await dev_env.client.execute_workflow(
+            MixedCallsWorkflow.run, spec, id=f"wf-{uuid.uuid4()}", task_queue=queue
+        )
+    assert gone.is_error and gone.error.code == ErrorCode.SEARCH_FAILED, gone.text
+
+
+async def test_a_workspace_cannot_read_another_through_its_links(dev_env, tmp_path):
+    root = tmp_path / "root"
+    a, b = _ids("x", 2)
+    write_tree(root / b, {"secret.txt": "the-canary-of-b\n"})
+    write_tree(root / a, {"own.txt": "nothing\n"})
+    os.symlink(root / b / "secret.txt", root / a / "leak.txt")
+    os.symlink(root / b, root / a / "bdir")
+    os.symlink(f"../{b}", root / a / "rel")
+    async with _fleet(dev_env, root, tmp_path / "spill") as (fleet, queue):
+        await _until(lambda: a in fleet.attached and b in fleet.attached)
+        results = await _calls(
+            dev_env,
+            queue,
+            [
+                (a, "grep", {"pattern": "canary"}),
+                (a, "grep", {"pattern": "canary", "path": "bdir"}),
+                (a, "grep", {"pattern": "canary", "path": "rel"}),
+                (a, "glob", {"pattern": "**/secret*"}),
+                (b, "grep", {"pattern": "canary"}),
+            ],
+        )
+    for r in results[:4]:
+        assert "the-canary-of-b" not in r.text, r.text
+        assert r.is_error or r.result.total == 0, r.text
+    assert results[4].result.total == 1  # b itself reads its own file
+
+
+async def test_a_flooding_workspace_leaves_room_for_a_quiet_one(dev_env, tmp_path):
+    root = tmp_path / "root"
+    busy, quiet = _ids("f", 2)
+    sparse_file(root / busy / "huge.bin", gigabytes=20)
+    write_tree(root / quiet, {"q.txt": "quiet\n"})
+    async with _fleet(
+        dev_env, root, tmp_path / "spill", max_concurrent_searches=6, max_concurrent_per_workspace=2
+    ) as (fleet, queue):
+        await _until(lambda: len(fleet.attached) == 2)
+        flood = [
+            asyncio.create_task(
+                _calls(dev_env, queue, [(busy, "grep", {"pattern": "x"})], timeout_ms=4000)
+            )
+            for _ in range(8)
+        ]
+        busy_queue = task_queue_for(busy)
+        await _until(lambda: fleet.slots.running >= 2)
+        started = time.monotonic()
+        (answer,) = await _calls(dev_env, queue, [(quiet, "grep", {"pattern": "quiet"})])
+        quiet_latency = time.monotonic() - started
+        peak = fleet.slots.held(busy_queue)
+        assert peak <= 2
+        assert len(fleet.services.executor.live_process_groups) <= 2
+        for task in flood:
+            task.cancel()
+        await asyncio.gather(*flood, return_exceptions=True)
+    assert answer.result.total == 1
+    assert quiet_latency < 4, quiet_latency  # it did not wait for the flood's 4 s budgets
+
+
+# --- the worker process --------------------------------------------------------------------
+
+
+async def test_sigterm_drains_every_workspace_and_leaves_no_rg(dev_env, tmp_path):
+    """``fs-search worker --workspaces-root``: running calls finish, then the process exits."""
+    root = tmp_path / "root"
+    ids = _ids("d", 2)
+    for wid in ids:
+        sparse_file(root / wid / "big.bin", gigabytes=3)
+        write_tree(root / wid, {"a.txt": "found me\n"})
+    (root / "not valid!").mkdir()
+    address = dev_env.client.service_client.config.target_host
+    worker = WorkerProcess(root, address, None, args=("--sample-over-cap-glob-results",))
+    queue = f"wf-{uuid.uuid4()}"
+    try:
+        await _until(lambda: all(f"attached workspace {w}" in worker.log() for w in ids), 30)
+        assert "skipping 'not valid!'" in worker.log()
+        async with Worker(dev_env.client, task_queue=queue, workflows=[MixedCallsWorkflow]):
+            handles = [
+                await dev_env.client.start_workflow(
+                    MixedCallsWorkflow.run,
+                    MixedCalls(calls=[(w, "grep", {"pattern": "needle", "path": "big.bin"})]),
+                    id=f"wf-{uuid.uuid4()}",
+                    task_queue=queue,
+                )
+                for w in ids
+            ]
+            await _until(lambda: len(worker.rg_processes()) == 2, 20)
+            worker.proc.send_signal(signal.SIGTERM)
+            results = [(await h.result())[0] for h in handles]
+            code = await asyncio.to_thread(worker.proc.wait, 60)
+    finally:
+        if worker.proc.poll() is None:
+            worker.kill()
+    assert [r.is_error for r in results] == [False, False], [r.text for r in results]
+    assert all(r.result.total == 0 for r in results)
+    assert code == 0, worker.log()[-3000:]
+    assert "drained every workspace" in worker.log()
+    assert not alive(rg_processes(root))
