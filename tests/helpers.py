@@ -4,22 +4,82 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 
-def write_tree(
-    root: Path, files: Mapping[str, str | bytes], *, start_mtime: int = 1_600_000_000
-) -> Path:
-    """Create ``files`` under ``root``; mtimes increase in the mapping's order (1 s apart)."""
-    for i, (rel, content) in enumerate(files.items()):
-        path = root / rel
+@dataclass(frozen=True)
+class Link:
+    """A symlink to ``target``, created exactly as given: relative or absolute, dangling or not."""
+
+    target: str | os.PathLike[str]
+
+
+@dataclass(frozen=True)
+class Fifo:
+    """A named pipe."""
+
+
+@dataclass(frozen=True)
+class Dir:
+    """A directory (empty unless later entries go inside it); ``mode`` is set once the whole
+    tree is written, so a read-only directory can still be given contents."""
+
+    mode: int | None = None
+
+
+Entry = str | bytes | Link | Fifo | Dir
+
+
+def write_tree(root: Path, files: Mapping[str, Entry], *, start_mtime: int = 1_600_000_000) -> Path:
+    """Create ``files`` under ``root`` (which may already hold a tree); return ``root``.
+
+    Keys are paths relative to ``root`` (non-UTF-8 names via ``os.fsdecode``); parents are
+    made as needed. A ``str`` or ``bytes`` value is a regular file with that content; its
+    mtime is ``start_mtime`` plus the entry's index in the mapping, so mtimes increase in
+    the mapping's order (1 s apart). ``Link``, ``Fifo`` and ``Dir`` values are created as
+    new entries (an existing name is an error) and their times are left alone.
+
+    Nothing is ever written through a planted link: a key that is absolute, has a ``..``
+    component or passes through a symlink is refused, and files are opened with
+    ``O_NOFOLLOW``.
+    """
+    modes: list[tuple[Path, int]] = []
+    for i, (rel, entry) in enumerate(files.items()):
+        path = _inside(root, rel)
         path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content, encoding="utf-8", newline="")
-        os.utime(path, (start_mtime + i, start_mtime + i))
+        match entry:
+            case str() | bytes():
+                data = entry.encode("utf-8") if isinstance(entry, str) else entry
+                flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+                with os.fdopen(os.open(path, flags, 0o666), "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.utime(f.fileno(), (start_mtime + i, start_mtime + i))
+            case Link(target):
+                os.symlink(target, path)
+            case Fifo():
+                os.mkfifo(path)
+            case Dir(mode):
+                path.mkdir()
+                if mode is not None:
+                    modes.append((path, mode))
+            case _:
+                raise TypeError(f"write_tree: {rel!r}: not a tree entry: {entry!r}")
+    for path, mode in reversed(modes):  # innermost first: a closed parent still lets us in
+        os.chmod(path, mode)  # a directory made above: never a link
     return root
+
+
+def _inside(root: Path, rel: str) -> Path:
+    """``root / rel``, refusing any key that could lead out of ``root`` or through a link."""
+    parts = Path(rel).parts
+    if not parts or Path(rel).is_absolute() or ".." in parts:
+        raise ValueError(f"write_tree: {rel!r} is not a path inside the tree")
+    for n in range(1, len(parts)):
+        if (root.joinpath(*parts[:n])).is_symlink():
+            raise ValueError(f"write_tree: {rel!r} passes through the symlink {parts[n - 1]!r}")
+    return root / rel
 
 
 def sparse_file(path: Path, gigabytes: int = 100) -> Path:
