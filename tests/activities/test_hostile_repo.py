@@ -28,7 +28,7 @@ from fs_search.activities.models import GlobRequest, GrepRequest, GrepResult
 from fs_search.activities.sandbox import Sandbox, SandboxUnavailable, sandbox_for
 from fs_search.activities.sandbox_launch import landlock_abi
 from fs_search.activities.specs import IGNORE_FILES_SKIPPED
-from tests.helpers import write_tree
+from tests.helpers import Fifo, Link, write_tree
 
 HAS_LANDLOCK = landlock_abi() > 0
 needs_landlock = pytest.mark.skipif(not HAS_LANDLOCK, reason="this kernel has no Landlock")
@@ -113,16 +113,19 @@ def repo(tmp_path: Path) -> Repo:
 
 
 def plant_loops(repo: Repo) -> None:
-    ws, outside = repo.ws, repo.outside
-    os.symlink("loop", ws / "loop")
-    os.symlink("b", ws / "a")
-    os.symlink("a", ws / "b")
-    os.symlink(outside, ws / "evil")
-    os.symlink("self/x", ws / "self")
-    # A chain of 41 links (one more than the resolver follows) ending outside.
-    os.symlink(outside, ws / "c41")
-    for i in range(40, -1, -1):
-        os.symlink(f"c{i + 1}", ws / f"c{i}")
+    write_tree(
+        repo.ws,
+        {
+            "loop": Link("loop"),
+            "a": Link("b"),
+            "b": Link("a"),
+            "evil": Link(repo.outside),
+            "self": Link("self/x"),
+            # A chain of 41 links (one more than the resolver follows) ending outside.
+            **{f"c{i}": Link(f"c{i + 1}") for i in range(41)},
+            "c41": Link(repo.outside),
+        },
+    )
 
 
 ESCAPES = [
@@ -191,8 +194,15 @@ async def test_whole_tree_search_with_loops_stays_inside(repo, make_activities, 
 async def test_vcs_paths_are_invalid_argument(repo, make_activities, mode, field, value):
     """.git (and friends) named directly, through `..` or through a symlink: INVALID_ARGUMENT."""
     secret = f"url = https://{repo.canary}@example.com/x.git\n"
-    write_tree(repo.ws, {".git/config": secret, "sub/.hg/hgrc": secret, "sub/.svn/entries": secret})
-    os.symlink(".git", repo.ws / "gitlink")
+    write_tree(
+        repo.ws,
+        {
+            ".git/config": secret,
+            "sub/.hg/hgrc": secret,
+            "sub/.svn/entries": secret,
+            "gitlink": Link(".git"),
+        },
+    )
     acts = await make_activities(repo.ws, sandbox=mode)
     for req in (
         GrepRequest(pattern="url", **{field: value}),
@@ -209,20 +219,26 @@ async def test_vcs_paths_are_invalid_argument(repo, make_activities, mode, field
 def plant_ignore(repo: Repo, kind: str) -> None:
     ws, outside, canary = repo.ws, repo.outside, repo.canary
     if kind == "linked outside":
-        os.symlink(outside / "bad_ignore", ws / ".ignore")
+        write_tree(ws, {".ignore": Link(outside / "bad_ignore")})
     elif kind == "malformed inside":
-        (ws / "sub" / ".gitignore").write_text(f"{canary}[\n")
-        (ws / ".rgignore").write_text(f"{{{canary}\n")
+        write_tree(ws, {"sub/.gitignore": f"{canary}[\n", ".rgignore": f"{{{canary}\n"})
     elif kind == "git file chain":
         # rg follows .git's gitdir, then commondir, to read info/exclude outside.
-        (ws / ".git").write_text(f"gitdir: {outside / 'gitdir'}\n")
+        write_tree(ws, {".git": f"gitdir: {outside / 'gitdir'}\n"})
     elif kind == "malformed above":
-        (repo.base / ".ignore").write_text(f"{canary}[\n")
-        (repo.base / ".gitignore").write_text(f"{canary}[\n")
-        write_tree(repo.base, {".git/info/exclude": f"{canary}[\n", ".git/HEAD": "ref: x\n"})
+        write_tree(
+            repo.base,
+            {
+                ".ignore": f"{canary}[\n",
+                ".gitignore": f"{canary}[\n",
+                ".git/info/exclude": f"{canary}[\n",
+                ".git/HEAD": "ref: x\n",
+            },
+        )
     elif kind == "unreadable":
-        os.symlink(outside / "no-such-file", ws / ".ignore")
-        os.symlink("/proc/self/mem", ws / "sub" / ".ignore")
+        write_tree(
+            ws, {".ignore": Link(outside / "no-such-file"), "sub/.ignore": Link("/proc/self/mem")}
+        )
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -255,7 +271,7 @@ async def test_endless_ignore_file_is_skipped_not_fatal(repo, make_activities, m
     rg hits its memory limit and the search runs again without ignore files, saying so.
     (Under Landlock the linked one is not even readable.)"""
     if kind == "linked":
-        os.symlink("/dev/zero", repo.ws / ".ignore")
+        write_tree(repo.ws, {".ignore": Link("/dev/zero")})
     elif os.geteuid() == 0:
         os.mknod(repo.ws / ".ignore", 0o644 | stat.S_IFCHR, os.makedev(1, 5))
     else:
@@ -274,10 +290,10 @@ async def test_endless_ignore_file_is_skipped_not_fatal(repo, make_activities, m
 async def test_fifo_ignore_file_never_hangs(repo, make_activities, mode, where):
     """A FIFO as an ignore file (in the tree, or linked from outside): answered well in budget."""
     if where == "inside":
-        os.mkfifo(repo.ws / ".ignore")
+        write_tree(repo.ws, {".ignore": Fifo()})
     else:
-        os.mkfifo(repo.outside / "fifo")
-        os.symlink(repo.outside / "fifo", repo.ws / "sub" / ".gitignore")
+        write_tree(repo.outside, {"fifo": Fifo()})
+        write_tree(repo.ws, {"sub/.gitignore": Link(repo.outside / "fifo")})
     acts = await make_activities(repo.ws, sandbox=mode)
     started = time.monotonic()
     grep = await call(acts, GrepRequest(pattern="needle", timeout_ms=30_000))
@@ -293,7 +309,7 @@ async def test_fifo_ignore_file_never_hangs(repo, make_activities, mode, where):
 @needs_landlock
 async def test_kernel_denies_what_escaped_every_python_check(repo, rg_bin):
     """The executor called directly on a symlink to an outside file: Landlock denies the read."""
-    os.symlink(repo.outside / f"{repo.canary}.txt", repo.ws / "leak.txt")
+    write_tree(repo.ws, {"leak.txt": Link(repo.outside / f"{repo.canary}.txt")})
     executor = Executor(sandbox=sandbox_for("required", 256))
     for target in ("leak.txt", str(repo.outside / f"{repo.canary}.txt"), str(repo.outside)):
         run = await executor.run(
@@ -371,9 +387,15 @@ def every_hazard(repo: Repo) -> None:
     plant_loops(repo)
     plant_ignore(repo, "linked outside")
     plant_ignore(repo, "malformed above")
-    write_tree(repo.ws, {".git/config": f"token {repo.canary}\n"})
-    os.symlink(repo.outside / f"{repo.canary}.txt", repo.ws / "src" / "leak.txt")
-    os.mkfifo(repo.ws / "docs" / ".ignore")
+    write_tree(
+        repo.ws,
+        {
+            ".git/config": f"token {repo.canary}\n",
+            "src/leak.txt": Link(repo.outside / f"{repo.canary}.txt"),
+            "docs/.ignore": Fifo(),
+            "gitlink": Link(".git"),
+        },
+    )
 
 
 COMPONENTS = [
@@ -399,7 +421,6 @@ async def hazards(request, tmp_path_factory, make_activities):
     """One tree holding every hazard, and activities over it (small caps, so results spill)."""
     repo = hostile_repo(tmp_path_factory.mktemp("hazards"))
     every_hazard(repo)
-    os.symlink(".git", repo.ws / "gitlink")
     acts = await make_activities(
         repo.ws, sandbox=request.param, glob_max_results=2, grep_max_matches=2
     )
