@@ -7,30 +7,40 @@ the plugin's own ``TestModel`` answering with ``ResponseBuilders`` turns.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from pathlib import Path
 
 import pytest
-from temporalio.client import Client
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import CancelledError
 from temporalio.openai_agents.testing import AgentEnvironment, ResponseBuilders, TestModel
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from fs_search.activities.catalogue import GLOB_PROMPT_HEAD, GREP_PROMPT
+from fs_search.activities.catalogue import GLOB_PROMPT_HEAD, GREP_PROMPT, tools_and_prompts
 from fs_search.worker.app import new_worker
-from fs_search.workflows import FsSearchPlugin
-from tests.helpers import write_tree
+from fs_search.worker.testing import search_worker, time_skipping_env
+from fs_search.workflows import FsSearchPlugin, FsSearchTools, ToolsResult
+from fs_search.workflows.openai_agents import function_tools, instructions
+from tests.helpers import sparse_file, write_tree
+from tests.procs import alive, group
+from tests.workflows.agent_frameworks import gone_within, wait_for_rg
 from tests.workflows.openai_agents_workflows import AgentOutcome, AgentRun, OpenAISearchAgent
 
-pytest.importorskip("agents")
+# FsSearchTools' default heartbeat timeout.
+HEARTBEAT_TIMEOUT_S = 5
 
 
-def _calls(*calls: tuple[str, dict]) -> TestModel:
-    """A model that makes the given tool calls, one per turn, then answers "done"."""
+def _calls(*calls: tuple[str, dict], answer: int = 1) -> TestModel:
+    """A model that makes the given tool calls, one per turn, then answers "done" (``answer``
+    times: once per run it serves)."""
     turns = [
         ResponseBuilders.tool_call(json.dumps(args), name, call_id=f"call-{i}", item_id=f"item-{i}")
         for i, (name, args) in enumerate(calls)
     ]
-    return TestModel.returning_responses([*turns, ResponseBuilders.output_message("done")])
+    done = [ResponseBuilders.output_message("done")] * answer
+    return TestModel.returning_responses([*turns, *done])
 
 
 async def _agent_client(client: Client, agents_env: AgentEnvironment, payload_dir: Path) -> Client:
@@ -82,3 +92,133 @@ async def test_grep_turn_reads_our_text_and_errors_keep_the_run_going(
     assert out.final_output == "done"
     assert [t["name"] for t in out.tools] == ["glob", "grep"]
     assert out.instructions == f"{GLOB_PROMPT_HEAD}\n\n{GREP_PROMPT}"
+
+
+async def test_over_cap_grep_carries_the_spill_locator(
+    dev_env, payload_dir, make_activities, tmp_path: Path
+):
+    """An over-cap grep shows the model a page plus the locator of the complete result."""
+    ws = write_tree(tmp_path / "ws", {"many.txt": "".join(f"hit {n}\n" for n in range(40))})
+    wsid = f"ws-{uuid.uuid4()}"
+    acts = await make_activities(ws, grep_max_matches=10)
+    async with new_worker(dev_env.client, acts, workspace_id=wsid):
+        out = await _run(
+            dev_env.client,
+            payload_dir,
+            _calls(("grep", {"pattern": "hit"})),
+            AgentRun(workspace_id=wsid, prompt="find every hit"),
+        )
+    [text] = out.tool_outputs
+    assert "Line 10: hit 9" in text and "Line 11: hit 10" not in text
+    locator = re.search(r"Saved .* to: (\S+)", text)
+    assert locator is not None, text
+    assert Path(locator[1]).read_text().count("hit ") == 40
+
+
+async def test_cancelling_the_agent_workflow_kills_rg(
+    dev_env, payload_dir, make_activities, tmp_path: Path
+):
+    """Cancelling the agent's workflow mid-grep cancels the workflow and kills rg's group."""
+    ws = tmp_path / "ws"
+    sparse_file(ws / "huge.bin")
+    wsid = f"ws-{uuid.uuid4()}"
+    acts = await make_activities(ws)
+    queue = f"agents-{uuid.uuid4()}"
+    model = _calls(("grep", {"pattern": "needle", "path": "huge.bin"}))
+    async with AgentEnvironment(model=model) as agents_env:
+        client = await _agent_client(dev_env.client, agents_env, payload_dir)
+        async with (
+            new_worker(dev_env.client, acts, workspace_id=wsid),
+            Worker(client, task_queue=queue, workflows=[OpenAISearchAgent]),
+        ):
+            handle = await client.start_workflow(
+                OpenAISearchAgent.run,
+                AgentRun(workspace_id=wsid, prompt="search the huge file"),
+                id=f"wf-{uuid.uuid4()}",
+                task_queue=queue,
+            )
+            pgid = await wait_for_rg(acts)
+            assert alive(group(pgid))
+            await handle.cancel()
+            with pytest.raises(WorkflowFailureError) as info:
+                await handle.result()
+            assert isinstance(info.value.cause, CancelledError)
+            # The Agents SDK does not wait for a cancelled tool call: the workflow closes as
+            # cancelled in the same task that requests the activity's cancellation, and the
+            # worker kills rg when its next heartbeat hears of it (within the heartbeat timeout).
+            events = [e async for e in handle.fetch_history_events()]
+            assert EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED in [
+                e.event_type for e in events
+            ]
+            await gone_within(pgid, timeout=HEARTBEAT_TIMEOUT_S + 3)
+
+
+async def test_time_skipping_env_with_the_agents_plugin(tmp_path: Path):
+    """Users' offline tests: the time-skipping server with OpenAIAgentsPlugin then
+    FsSearchPlugin on its client, and search_worker over tmp_path."""
+    ws = write_tree(tmp_path / "ws", {"app.py": "# TODO: ship it\n"})
+    model = _calls(("glob", {"pattern": "*.py"}), ("grep", {"pattern": "TODO"}))
+    async with AgentEnvironment(model=model) as agents_env:
+        plugins = [
+            agents_env.openai_agents_plugin,
+            FsSearchPlugin(spill_url=f"file://{tmp_path / 'payloads'}", getenv=lambda _: None),
+        ]
+        async with time_skipping_env(plugins=plugins) as env:
+            async with (
+                Worker(env.client, task_queue="agents", workflows=[OpenAISearchAgent]),
+                search_worker(env.client, ws, workspace_id="ws-1"),
+            ):
+                out = await env.client.execute_workflow(
+                    OpenAISearchAgent.run,
+                    AgentRun(workspace_id="ws-1", prompt="what is left to do?"),
+                    id=f"wf-{uuid.uuid4()}",
+                    task_queue="agents",
+                )
+    assert out.tool_outputs == ["app.py", "app.py:\n  Line 1: # TODO: ship it"]
+    # search_worker samples over-cap globs by default: the description says so.
+    assert "sampled across the entries" in out.tools[0]["description"]
+    assert out.final_output == "done"
+
+
+def test_function_tools_mirror_the_catalogue():
+    """One FunctionTool per entry, read_spill included: the catalogue's names, descriptions
+    and schemas unchanged (not made strict); instructions are its prompt segments."""
+    specs, prompts = tools_and_prompts(
+        sample_over_cap=False, glob_cap=100, grep_cap=250, line_bytes=2000, read_spill=True
+    )
+    catalogue = ToolsResult(
+        available=True,
+        tools=specs,
+        system_prompt=prompts,
+        sample_over_cap_glob_results=False,
+        timeout_ms=30_000,
+    )
+    made = function_tools(FsSearchTools("ws"), catalogue)
+    assert [(t.name, t.description, t.params_json_schema, t.strict_json_schema) for t in made] == [
+        (s.name, s.description, s.input_schema, False) for s in specs
+    ]
+    assert [t.name for t in made] == ["glob", "grep", "read_spill"]
+    assert instructions(catalogue) == "\n\n".join(prompts)
+    unavailable = ToolsResult(
+        available=False, reason="down", sample_over_cap_glob_results=False, timeout_ms=1
+    )
+    assert function_tools(FsSearchTools("ws"), unavailable) == []
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [("{not json", "the arguments are not JSON"), ("[1]", "must be a JSON object")],
+)
+async def test_malformed_arguments_are_error_text(arguments, message):
+    """Arguments that are not a JSON object come back as Error: text, nothing scheduled."""
+    catalogue = ToolsResult(
+        available=True,
+        tools=tools_and_prompts(
+            sample_over_cap=False, glob_cap=1, grep_cap=1, line_bytes=1, read_spill=False
+        )[0],
+        sample_over_cap_glob_results=False,
+        timeout_ms=1,
+    )
+    grep = function_tools(FsSearchTools("ws"), catalogue)[1]
+    text = await grep.on_invoke_tool(None, arguments)  # type: ignore[arg-type]
+    assert text.startswith("Error: ") and message in text
