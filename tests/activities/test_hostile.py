@@ -45,7 +45,7 @@ from fs_search.activities.models import (
 from fs_search.activities.sandbox import LAUNCHER
 from fs_search.activities.search import SearchActivities
 from tests import hostile_strategies as hs
-from tests.helpers import write_tree
+from tests.helpers import Dir, Link, write_tree
 from tests.workflows_under_test import Calls, CallsWorkflow, Options
 
 SEARCH_CODES = {"INVALID_ARGUMENT", "SEARCH_INVALID_PATTERN", "SEARCH_FAILED"}
@@ -125,6 +125,7 @@ def build_layout(base: Path) -> Layout:
     )
     write_tree(base, {f"{marker}_sibling.txt": f"needle {marker}\n"})
     write_tree(base / "ws-evil", {f"{marker}.txt": f"needle {marker}\n"})
+    out_file = outside / f"{marker}.txt"
     ws = write_tree(
         base / "ws",
         {
@@ -138,19 +139,17 @@ def build_layout(base: Path) -> Layout:
             "odd/line\nbreak.txt": "needle newline name\n",
             ".ignore": "ignored.log\n",
             "ignored.log": "needle ignored\n",
+            "escape_dir": Link(outside),
+            "rel_escape": Link("../outside"),
+            "up": Link(".."),
+            "src/escape_sub": Link(outside),
+            "src/leak.txt": Link(out_file),
+            "src/rel_leak.txt": Link(f"../../outside/{marker}.txt"),
+            "alias": Link(base / "ws" / "src"),
+            "loop": Link("loop"),
         },
     )
-    out_file = outside / f"{marker}.txt"
-    os.symlink(outside, ws / "escape_dir")
-    os.symlink("../outside", ws / "rel_escape")
-    os.symlink("..", ws / "up")
-    os.symlink(outside, ws / "src" / "escape_sub")
-    os.symlink(out_file, ws / "src" / "leak.txt")
-    os.symlink(f"../../outside/{marker}.txt", ws / "src" / "rel_leak.txt")
-    os.symlink(ws / "src", ws / "alias")
-    os.symlink("loop", ws / "loop")
-    link = base / "ws-link"
-    os.symlink(ws, link)
+    link = write_tree(base, {"ws-link": Link(ws)}) / "ws-link"
     return Layout(
         base=base,
         ws=ws,
@@ -476,10 +475,15 @@ async def hostile_store(layout, make_activities) -> tuple[Layout, SearchActiviti
     assert r.spill is not None
     artifact = r.spill.locator
     store = layout.spill
-    os.symlink(layout.out_file, store / "evil.txt")
-    os.symlink(os.path.relpath(layout.out_file, store), store / "rel_evil.txt")
-    os.symlink(layout.outside, store / "evil_dir")
-    (store / "dir.txt").mkdir()
+    write_tree(
+        store,
+        {
+            "evil.txt": Link(layout.out_file),
+            "rel_evil.txt": Link(os.path.relpath(layout.out_file, store)),
+            "evil_dir": Link(layout.outside),
+            "dir.txt": Dir(),
+        },
+    )
     write_tree(layout.base, {"spill-sibling/x.txt": layout.marker, "spill.txt": layout.marker})
     return layout, acts, artifact, Path(artifact).read_text()
 
@@ -559,10 +563,14 @@ def hostile_environment(layout: Layout, config: list[str]) -> dict[str, str]:
         (evil / "bin" / fake).write_text(f"#!/bin/sh\ntouch {layout.canary}\n")
         (evil / "bin" / fake).chmod(0o755)
     rc = evil / "ripgreprc"
-    rc.write_text("\n".join(line.format(script=script) for line in config) + "\n")
-    (evil / "git").mkdir(exist_ok=True)
-    (evil / "git" / "ignore").write_text("*\n")
-    (evil / ".gitconfig").write_text(f"[core]\n\texcludesFile = {evil / 'git' / 'ignore'}\n")
+    write_tree(
+        evil,
+        {
+            "ripgreprc": "\n".join(line.format(script=script) for line in config) + "\n",
+            "git/ignore": "*\n",
+            ".gitconfig": f"[core]\n\texcludesFile = {evil / 'git' / 'ignore'}\n",
+        },
+    )
     return {
         "RIPGREP_CONFIG_PATH": str(rc),
         "RIPGREP_COLOR": "always",
@@ -802,8 +810,10 @@ async def test_history_check_sees_a_scheduled_call(ts_env):
 )
 async def test_grep_that_searches_no_file_is_no_matches(layout, make_activities, path, include):
     """grep over no searchable file (include matching nothing, empty dir) is `No matches found`."""
-    (layout.ws / "empty").mkdir()
-    write_tree(layout.ws, {"all_ignored/.ignore": "*\n", "all_ignored/a.txt": "needle\n"})
+    write_tree(
+        layout.ws,
+        {"empty": Dir(), "all_ignored/.ignore": "*\n", "all_ignored/a.txt": "needle\n"},
+    )
     acts = await make_activities(layout.ws)
     out = await outcome(
         acts.grep, GrepRequest(pattern="needle", path=path, include=include), SEARCH_CODES
