@@ -17,7 +17,7 @@ from fs_search.activities.paths import (
     normalise_display,
     resolve_strict,
 )
-from tests.helpers import write_tree
+from tests.helpers import Fifo, Link, write_tree
 
 
 @pytest.fixture
@@ -42,33 +42,30 @@ def code_of(call) -> ErrorCode:
 
 def test_a_chain_of_symlinks_resolves_to_the_physical_path(ws):
     """Every link of a chain (relative and absolute) is followed to the real directory."""
-    (ws / "l1").symlink_to("l2")
-    (ws / "l2").symlink_to(ws / "l3")
-    (ws / "l3").symlink_to("src/a")
+    write_tree(ws, {"l1": Link("l2"), "l2": Link(ws / "l3"), "l3": Link("src/a")})
     assert resolve_strict(str(ws), "l1") == str(ws / "src" / "a")
     assert resolve_strict(str(ws), "l1/x.py") == str(ws / "src" / "a" / "x.py")
 
 
 def test_dotdot_after_a_symlink_climbs_from_where_the_link_led(ws):
     """``link/..`` is the link target's parent, as the kernel resolves it, not the link's."""
-    (ws / "docs" / "deep").symlink_to(ws / "src" / "a")
+    write_tree(ws, {"docs/deep": Link(ws / "src" / "a")})
     assert resolve_strict(str(ws), "docs/deep/..") == str(ws / "src")
     assert os.path.normpath(str(ws / "docs/deep/..")) == str(ws / "docs")  # the lexical trap
 
 
 def test_a_symlink_loop_is_unresolvable(ws):
     """Two links pointing at each other are refused, not followed forever."""
-    (ws / "ping").symlink_to("pong")
-    (ws / "pong").symlink_to("ping")
+    write_tree(ws, {"ping": Link("pong"), "pong": Link("ping")})
     with pytest.raises(Unresolvable, match="loop"):
         resolve_strict(str(ws), "ping/x")
 
 
 def test_more_than_forty_links_are_unresolvable_and_forty_are_fine(ws):
     """A chain of 41 links is refused (the kernel's MAXSYMLINKS); 40 resolve."""
-    (ws / "link0").symlink_to("src")
-    for i in range(1, 41):
-        (ws / f"link{i}").symlink_to(f"link{i - 1}")
+    write_tree(
+        ws, {"link0": Link("src"), **{f"link{i}": Link(f"link{i - 1}") for i in range(1, 41)}}
+    )
     assert resolve_strict(str(ws), "link39") == str(ws / "src")
     with pytest.raises(Unresolvable):
         resolve_strict(str(ws), "link40")
@@ -98,7 +95,7 @@ def test_a_nul_is_unresolvable(ws):
 
 def test_a_symlink_out_of_the_workspace_is_an_argument_error(ws):
     """A path whose link leads outside is INVALID_ARGUMENT, existing or not."""
-    (ws / "out").symlink_to(ws.parent / "outside")
+    write_tree(ws, {"out": Link(ws.parent / "outside")})
     workspace = Workspace(ws)
     assert code_of(lambda: workspace.target(cwd=None, path="out", tool="grep")) == (
         ErrorCode.INVALID_ARGUMENT
@@ -122,7 +119,7 @@ def test_a_missing_path_inside_is_search_failed(ws):
 @pytest.mark.parametrize("path", [".git", "src/../.git", "vcs", "vcs/config", "src/.hg/x"])
 def test_vcs_components_are_refused_directly_via_dotdot_or_a_symlink(ws, path):
     """A path naming VCS metadata, however it gets there, is INVALID_ARGUMENT."""
-    (ws / "vcs").symlink_to(".git")
+    write_tree(ws, {"vcs": Link(".git")})
     workspace = Workspace(ws)
     with pytest.raises(SearchError) as info:
         workspace.target(cwd=None, path=path, tool="grep")
@@ -160,7 +157,7 @@ def test_glob_on_a_file_is_an_argument_error_and_grep_runs_beside_it(ws):
 
 def test_a_fifo_target_is_search_failed(ws):
     """A FIFO named as the path would block rg: SEARCH_FAILED before rg runs."""
-    os.mkfifo(ws / "pipe")
+    write_tree(ws, {"pipe": Fifo()})
     with pytest.raises(SearchError) as info:
         Workspace(ws).target(cwd=None, path="pipe", tool="grep")
     assert info.value.code == ErrorCode.SEARCH_FAILED and "regular file" in info.value.message
@@ -181,7 +178,7 @@ def test_paths_are_shown_under_the_path_as_given(ws):
 
 def test_a_symlink_before_dotdot_keeps_the_path_as_given(ws):
     """When the lexical form names another place, paths are shown under the path as given."""
-    (ws / "docs" / "deep").symlink_to(ws / "src" / "a")
+    write_tree(ws, {"docs/deep": Link(ws / "src" / "a")})
     target = Workspace(ws).target(cwd=None, path="docs/deep/..", tool="glob")
     assert target.run_dir == str(ws / "src")
     assert target.display("b.py") == "docs/deep/../b.py"
@@ -189,7 +186,7 @@ def test_a_symlink_before_dotdot_keeps_the_path_as_given(ws):
 
 def test_a_workspace_must_exist_and_be_a_directory(tmp_path):
     """A missing or non-directory workspace is refused at construction."""
-    (tmp_path / "f").write_text("")
+    write_tree(tmp_path, {"f": ""})
     for root in (tmp_path / "none", tmp_path / "f"):
         with pytest.raises(ValueError):
             Workspace(root)
