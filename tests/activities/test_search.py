@@ -13,7 +13,7 @@ from temporalio.testing import ActivityEnvironment
 
 from fs_search.activities.catalogue import GLOB_PROMPT_HEAD, GLOB_PROMPT_SAMPLED, GREP_PROMPT
 from fs_search.activities.models import GlobRequest, GrepRequest, ReadSpillRequest
-from tests.helpers import sparse_file, write_tree
+from tests.helpers import Fifo, Link, sparse_file, write_tree
 from tests.procs import alive, group
 
 
@@ -166,11 +166,7 @@ async def test_glob_no_spill_returns_every_path(tmp_path, make_activities):
 
 async def test_glob_non_utf8_names(tmp_path, make_activities):
     """Non-UTF-8 and newline-bearing names are decoded lossily and never crash."""
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    with open(os.path.join(os.fsencode(ws), b"caf\xe9.txt"), "wb") as f:
-        f.write(b"x")
-    (ws / "two\nlines.txt").write_text("x")
+    ws = write_tree(tmp_path / "ws", {os.fsdecode(b"caf\xe9.txt"): b"x", "two\nlines.txt": "x"})
     acts = await make_activities(ws)
     r = await run(acts.glob, GlobRequest(pattern="*.txt"))
     assert sorted(r.paths) == ["caf\ufffd.txt", "two\nlines.txt"]
@@ -309,10 +305,7 @@ async def test_grep_long_lines_are_cut_on_utf8_boundary(tmp_path, make_activitie
 
 async def test_grep_non_utf8_paths_and_lines(tmp_path, make_activities):
     """Non-UTF-8 names and lines are decoded lossily (U+FFFD), never a crash."""
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    with open(os.path.join(os.fsencode(ws), b"caf\xe9.txt"), "wb") as f:
-        f.write(b"na\xefve needle\n")
+    ws = write_tree(tmp_path / "ws", {os.fsdecode(b"caf\xe9.txt"): b"na\xefve needle\n"})
     acts = await make_activities(ws)
     r = await run(acts.grep, GrepRequest(pattern="needle"))
     assert [(m.path, m.line) for m in r.matches] == [("caf\ufffd.txt", "na\ufffdve needle")]
@@ -343,12 +336,16 @@ async def test_hostile_ripgrep_environment_changes_nothing(
     acts = await make_activities(ws)
     before_glob = await run(acts.glob, GlobRequest(pattern="*"))
     before_grep = await run(acts.grep, GrepRequest(pattern="TODO"))
-    config = tmp_path / "rgrc"
-    config.write_text("--max-count=0\n--glob=!*.py\n--ignore-case\n--no-hidden\n")
-    monkeypatch.setenv("RIPGREP_CONFIG_PATH", str(config))
+    write_tree(
+        tmp_path,
+        {
+            "rgrc": "--max-count=0\n--glob=!*.py\n--ignore-case\n--no-hidden\n",
+            ".gitignore_global": "*.md\n",
+        },
+    )
+    monkeypatch.setenv("RIPGREP_CONFIG_PATH", str(tmp_path / "rgrc"))
     monkeypatch.setenv("RIPGREP_COLOR", "always")
     monkeypatch.setenv("HOME", str(tmp_path))
-    (tmp_path / ".gitignore_global").write_text("*.md\n")
     assert (await run(acts.glob, GlobRequest(pattern="*"))).paths == before_glob.paths
     assert (await run(acts.grep, GrepRequest(pattern="TODO"))).matches == before_grep.matches
 
@@ -379,8 +376,7 @@ async def test_paths_outside_the_workspace(ws, make_activities, path):
 async def test_symlink_escapes(ws, make_activities, tmp_path):
     """A symlink leading out is refused as a path, and never followed while walking."""
     outside = write_tree(tmp_path / "outside", {"secret.txt": "TODO secret\n"})
-    os.symlink(outside, ws / "escape")
-    os.symlink(outside / "secret.txt", ws / "src" / "leak.txt")
+    write_tree(ws, {"escape": Link(outside), "src/leak.txt": Link(outside / "secret.txt")})
     acts = await make_activities(ws)
     assert (
         await error_of(acts.grep, GrepRequest(pattern="x", path="escape"))
@@ -399,7 +395,7 @@ async def test_symlink_escapes(ws, make_activities, tmp_path):
 
 async def test_symlink_inside_the_workspace_is_fine(ws, make_activities):
     """A symlink that stays inside the workspace is a valid path."""
-    os.symlink(ws / "src", ws / "alias")
+    write_tree(ws, {"alias": Link(ws / "src")})
     acts = await make_activities(ws)
     r = await run(acts.grep, GrepRequest(pattern="TODO", path="alias"))
     assert [m.path for m in r.matches] == ["alias/app/main.py", "alias/app/util.py"]
@@ -407,8 +403,7 @@ async def test_symlink_inside_the_workspace_is_fine(ws, make_activities):
 
 async def test_symlinked_workspace_root(ws, make_activities, tmp_path):
     """A workspace given through a symlink works and still confines."""
-    link = tmp_path / "ws-link"
-    os.symlink(ws, link)
+    link = write_tree(tmp_path, {"ws-link": Link(ws)}) / "ws-link"
     acts = await make_activities(link)
     r = await run(acts.grep, GrepRequest(pattern="TODO", path="src"))
     assert r.total == 2
@@ -462,7 +457,7 @@ async def test_error_precedence(ws, make_activities):
 
 async def test_fifo_is_refused_not_hung(ws, make_activities):
     """A FIFO named explicitly fails at once instead of blocking rg."""
-    os.mkfifo(ws / "pipe")
+    write_tree(ws, {"pipe": Fifo()})
     acts = await make_activities(ws)
     err = await asyncio.wait_for(error_of(acts.grep, GrepRequest(pattern="x", path="pipe")), 5)
     assert err.type == "SEARCH_FAILED"
