@@ -180,9 +180,8 @@ def test_sandbox_wrap_names_the_readable_trees_only_under_landlock():
 
 async def test_rg_sees_none_of_the_workers_environment(tmp_path, rg_bin, monkeypatch):
     """RIPGREP_CONFIG_PATH in the worker's environment does not reach rg."""
-    ws = write_tree(tmp_path / "ws", {"a.txt": "hit\n"})
-    config = tmp_path / "rgrc"
-    config.write_text("--quiet\n")
+    write_tree(tmp_path, {"ws/a.txt": "hit\n", "rgrc": "--quiet\n"})
+    ws, config = tmp_path / "ws", tmp_path / "rgrc"
     monkeypatch.setenv("RIPGREP_CONFIG_PATH", str(config))
     # The config would silence rg: this test can fail.
     direct = subprocess.run([rg_bin, "-e", "hit", "a.txt"], cwd=ws, capture_output=True)

@@ -24,8 +24,10 @@ async def store(tmp_path: Path) -> FileSpillStore:
     store = FileSpillStore(tmp_path / "spill")
     await store.save(KEY, "a\nb\n")
     await store.save(ODD, "odd\n")
-    (tmp_path / "spill/wf/run/notes.txt").write_text("not an artifact\n")
-    (tmp_path / "spill/wf/run/1.glob.txt.txt").write_text("not an artifact\n")
+    write_tree(
+        tmp_path / "spill/wf/run",
+        {"notes.txt": "not an artifact\n", "1.glob.txt.txt": "not an artifact\n"},
+    )
     return store
 
 

@@ -14,6 +14,7 @@ from fs_search.activities import digest
 from fs_search.activities.offload import Offload
 from fs_search.worker.binaries import find_binary
 from tests.activities.test_offload import KW, rg_json
+from tests.helpers import write_tree
 
 # Modules a helper imports (or could), planted where a non-isolated Python would find them.
 HOSTILE_MODULES = ("pickle.py", "json.py", "struct.py", "fs_search.py", "sitecustomize.py")
@@ -21,11 +22,13 @@ HOSTILE_MODULES = ("pickle.py", "json.py", "struct.py", "fs_search.py", "sitecus
 
 def plant(directory: Path, marker: Path) -> None:
     """Hostile modules in ``directory`` that record their import in ``marker``."""
-    directory.mkdir(parents=True, exist_ok=True)
-    for name in HOSTILE_MODULES:
-        (directory / name).write_text(
-            f"open({str(marker)!r}, 'a').write({name!r} + '\\n')\nraise SystemExit(3)\n"
-        )
+    write_tree(
+        directory,
+        {
+            name: f"open({str(marker)!r}, 'a').write({name!r} + '\\n')\nraise SystemExit(3)\n"
+            for name in HOSTILE_MODULES
+        },
+    )
 
 
 @pytest.mark.parametrize("where", ["cwd", "PYTHONPATH"])

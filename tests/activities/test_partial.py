@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import write_tree
+from tests.helpers import Dir, write_tree
 
 AS_ROOT = os.geteuid() == 0
 pytestmark = pytest.mark.skipif(
@@ -93,9 +93,7 @@ def test_unreadable_file_and_directory_give_partial_results(open_tree: Path):
         for f in filenames:
             os.chmod(os.path.join(dirpath, f), 0o644)
     ws.chmod(0o755)
-    spill = open_tree / "spill"
-    spill.mkdir()
-    spill.chmod(0o777)
+    spill = write_tree(open_tree, {"spill": Dir(mode=0o777)}) / "spill"
     (ws / "locked.txt").chmod(0o000)
     (ws / "closed").chmod(0o000)
     grep, glob, named = _run_unprivileged(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ from fs_search.activities.paths import Workspace
 from fs_search.activities.pipeline import SearchSpec
 from fs_search.activities.sandbox import Sandbox
 from fs_search.activities.specs import IGNORE_FILES_SKIPPED, GlobSpec, GrepSpec
-from tests.helpers import write_tree
+from tests.helpers import Link, write_tree
 
 CONFIG = FsSearchConfig.load(
     getenv=lambda _: None, overrides={"sample_over_cap_glob_results": False}
@@ -59,8 +58,7 @@ async def test_grep_on_a_file_confirms_pattern_errors_without_the_file(tmp_path,
 async def test_grep_retries_without_ignore_files_when_one_exhausts_rg(tmp_path, executor, rg_bin):
     """An endless ignore file makes rg abort: the search runs again with --no-ignore and the
     result says ignore files were not applied."""
-    ws = write_tree(tmp_path / "ws", {"a.txt": "hit\n"})
-    os.symlink("/dev/zero", ws / ".ignore")
+    ws = write_tree(tmp_path / "ws", {"a.txt": "hit\n", ".ignore": Link("/dev/zero")})
     searched, argvs = await search(
         GrepSpec(CONFIG), GrepRequest(pattern="hit"), ws, executor, rg_bin
     )

@@ -13,6 +13,7 @@ import pytest
 from fs_search.activities.errors import SearchError
 from fs_search.activities.paging import MAX_PAGE_BYTES, Pager, page_of
 from fs_search.activities.storage import FileSpillStore, SpillKey
+from tests.helpers import Link, write_tree
 
 
 def test_keys_are_deterministic_and_percent_encoded():
@@ -57,11 +58,10 @@ async def test_file_store_round_trip_and_overwrite(tmp_path):
 
 async def test_file_store_refuses_symlinks_out_of_the_store(tmp_path):
     """A symlink planted inside the store that points outside is not followed."""
-    outside = tmp_path / "secret.txt"
-    outside.write_text("secret\n")
+    outside = write_tree(tmp_path, {"secret.txt": "secret\n"}) / "secret.txt"
     store = FileSpillStore(tmp_path / "spill")
     await store.save(SpillKey("wf", "run", "1", "glob"), "x\n")
-    os.symlink(outside, tmp_path / "spill/wf/run/evil.txt")
+    write_tree(tmp_path / "spill/wf/run", {"evil.txt": Link(outside)})
     with pytest.raises(SearchError) as info:
         await store.read(str(tmp_path / "spill/wf/run/evil.txt"), offset=0, limit=5)
     assert info.value.code == "INVALID_ARGUMENT"
