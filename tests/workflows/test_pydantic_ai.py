@@ -1,0 +1,183 @@
+"""fs-search inside a pydantic-ai agent made durable with Temporal (TemporalDurability, and
+the deprecated TemporalAgent).
+
+Real dev server, our real search activities on the workspace's queue, real rg; the model is
+pydantic-ai's own ``FunctionModel`` running a script of tool calls.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from pathlib import Path
+
+import pytest
+from pydantic_ai.durable_exec.temporal import PydanticAIPlugin
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import CancelledError
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+
+from fs_search.activities.catalogue import GLOB_PROMPT_HEAD, GREP_PROMPT, tools_and_prompts
+from fs_search.worker.app import new_worker
+from fs_search.worker.testing import search_worker, time_skipping_env
+from fs_search.workflows import FsSearchPlugin, FsSearchTools, ToolsResult
+from fs_search.workflows.pydantic_ai import instructions, toolset
+from tests.helpers import sparse_file, write_tree
+from tests.procs import alive, group
+from tests.workflows.agent_frameworks import wait_for_rg
+from tests.workflows.pydantic_ai_workflows import (
+    AgentOutcome,
+    AgentRun,
+    DurableSearchAgent,
+    LegacySearchAgent,
+)
+
+WORKFLOWS = {"durability": DurableSearchAgent, "temporal_agent": LegacySearchAgent}
+
+
+async def _agent_client(client: Client, payload_dir: Path) -> Client:
+    """A client for the agent's worker: PydanticAIPlugin and FsSearchPlugin."""
+    return await Client.connect(
+        client.service_client.config.target_host,
+        namespace=client.namespace,
+        plugins=[
+            PydanticAIPlugin(),
+            FsSearchPlugin(spill_url=f"file://{payload_dir}", getenv=lambda _: None),
+        ],
+    )
+
+
+async def _run(client, payload_dir, workflow, job: AgentRun, *, runner=None) -> AgentOutcome:
+    queue = f"agents-{uuid.uuid4()}"
+    agent_client = await _agent_client(client, payload_dir)
+    kwargs = {"workflow_runner": runner} if runner else {}
+    async with Worker(agent_client, task_queue=queue, workflows=[workflow], **kwargs):
+        return await agent_client.execute_workflow(
+            workflow.run, job, id=f"wf-{uuid.uuid4()}", task_queue=queue
+        )
+
+
+@pytest.mark.parametrize("runner", ["sandboxed", "unsandboxed"])
+@pytest.mark.parametrize("flavour", list(WORKFLOWS))
+async def test_grep_turn_reads_our_text_and_errors_keep_the_run_going(
+    dev_env, payload_dir, make_activities, tmp_path: Path, flavour: str, runner: str
+):
+    """A grep turn gets the rendered matches; an invalid pattern comes back as Error: text and
+    the run continues; the model was offered the catalogue's tools and instructions."""
+    ws = write_tree(tmp_path / "ws", {"a.py": "needle = 1\n", "b/c.py": "x\n"})
+    wsid = f"ws-{uuid.uuid4()}"
+    acts = await make_activities(ws)
+    job = AgentRun(
+        workspace_id=wsid, calls=[("grep", {"pattern": "needle"}), ("grep", {"pattern": "("})]
+    )
+    async with new_worker(dev_env.client, acts, workspace_id=wsid):
+        out = await _run(
+            dev_env.client,
+            payload_dir,
+            WORKFLOWS[flavour],
+            job,
+            runner=UnsandboxedWorkflowRunner() if runner == "unsandboxed" else None,
+        )
+    assert out.tool_outputs[0] == "a.py:\n  Line 1: needle = 1"
+    assert out.tool_outputs[1].startswith("Error: ") and "regex" in out.tool_outputs[1]
+    assert [t["name"] for t in out.tools] == ["glob", "grep"]
+    assert out.instructions is not None
+    assert f"{GLOB_PROMPT_HEAD}\n\n{GREP_PROMPT}" in out.instructions
+
+
+async def test_over_cap_grep_carries_the_spill_locator(
+    dev_env, payload_dir, make_activities, tmp_path: Path
+):
+    """An over-cap grep shows the model a page plus the locator of the complete result."""
+    ws = write_tree(tmp_path / "ws", {"many.txt": "".join(f"hit {n}\n" for n in range(40))})
+    wsid = f"ws-{uuid.uuid4()}"
+    acts = await make_activities(ws, grep_max_matches=10)
+    job = AgentRun(workspace_id=wsid, calls=[("grep", {"pattern": "hit"})])
+    async with new_worker(dev_env.client, acts, workspace_id=wsid):
+        out = await _run(dev_env.client, payload_dir, DurableSearchAgent, job)
+    [text] = out.tool_outputs
+    assert "Line 10: hit 9" in text and "Line 11: hit 10" not in text
+    locator = re.search(r"Saved .* to: (\S+)", text)
+    assert locator is not None, text
+    assert Path(locator[1]).read_text().count("hit ") == 40
+
+
+@pytest.mark.parametrize("flavour", list(WORKFLOWS))
+async def test_cancelling_the_agent_workflow_kills_rg(
+    dev_env, payload_dir, make_activities, tmp_path: Path, flavour: str
+):
+    """Cancelling the agent's workflow mid-grep cancels the workflow and kills rg's group."""
+    ws = tmp_path / "ws"
+    sparse_file(ws / "huge.bin")
+    wsid = f"ws-{uuid.uuid4()}"
+    acts = await make_activities(ws)
+    queue = f"agents-{uuid.uuid4()}"
+    workflow = WORKFLOWS[flavour]
+    client = await _agent_client(dev_env.client, payload_dir)
+    job = AgentRun(workspace_id=wsid, calls=[("grep", {"pattern": "needle", "path": "huge.bin"})])
+    async with (
+        new_worker(dev_env.client, acts, workspace_id=wsid),
+        Worker(client, task_queue=queue, workflows=[workflow]),
+    ):
+        handle = await client.start_workflow(
+            workflow.run, job, id=f"wf-{uuid.uuid4()}", task_queue=queue
+        )
+        pgid = await wait_for_rg(acts)
+        assert alive(group(pgid))
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError) as info:
+            await handle.result()
+        assert isinstance(info.value.cause, CancelledError)
+        # pydantic-ai awaits the cancelled tool: rg is dead when the workflow closes.
+        assert not alive(group(pgid))
+
+
+async def test_time_skipping_env_with_the_pydantic_ai_plugin(tmp_path: Path):
+    """Users' offline tests: the time-skipping server with PydanticAIPlugin and FsSearchPlugin
+    on its client, and search_worker over tmp_path."""
+    ws = write_tree(tmp_path / "ws", {"app.py": "# TODO: ship it\n"})
+    plugins = [
+        PydanticAIPlugin(),
+        FsSearchPlugin(spill_url=f"file://{tmp_path / 'payloads'}", getenv=lambda _: None),
+    ]
+    job = AgentRun(
+        workspace_id="ws-1", calls=[("glob", {"pattern": "*.py"}), ("grep", {"pattern": "TODO"})]
+    )
+    async with time_skipping_env(plugins=plugins) as env:
+        async with (
+            Worker(env.client, task_queue="agents", workflows=[DurableSearchAgent]),
+            search_worker(env.client, ws, workspace_id="ws-1"),
+        ):
+            out = await env.client.execute_workflow(
+                DurableSearchAgent.run, job, id=f"wf-{uuid.uuid4()}", task_queue="agents"
+            )
+    assert out.tool_outputs == ["app.py", "app.py:\n  Line 1: # TODO: ship it"]
+    # search_worker samples over-cap globs by default: the description says so.
+    assert "sampled across the entries" in out.tools[0]["description"]
+
+
+def test_toolset_mirrors_the_catalogue_and_runs_in_the_workflow():
+    """One async tool per entry, read_spill included, each marked to run in workflow code; the
+    catalogue's names, descriptions and schemas; its prompt segments as instructions."""
+    specs, prompts = tools_and_prompts(
+        sample_over_cap=False, glob_cap=100, grep_cap=250, line_bytes=2000, read_spill=True
+    )
+    catalogue = ToolsResult(
+        available=True,
+        tools=specs,
+        system_prompt=prompts,
+        sample_over_cap_glob_results=False,
+        timeout_ms=30_000,
+    )
+    made = toolset(FsSearchTools("ws"), catalogue)
+    assert made.id == "fs_search"
+    assert [
+        (t.name, t.description, t.function_schema.json_schema, t.metadata)
+        for t in made.tools.values()
+    ] == [(s.name, s.description, s.input_schema, {"temporal": False}) for s in specs]
+    assert all(t.function_schema.is_async for t in made.tools.values())
+    assert instructions(catalogue) == "\n\n".join(prompts)
+    unavailable = ToolsResult(
+        available=False, reason="down", sample_over_cap_glob_results=False, timeout_ms=1
+    )
+    assert toolset(FsSearchTools("ws"), unavailable).tools == {}
