@@ -17,7 +17,7 @@ from fs_search.activities.storage import FileSpillStore, SpillKey
 from fs_search.activities.storage.s3 import S3SpillStore
 from fs_search.worker.processes import free_port
 from tests.conftest import AWS_ENV
-from tests.helpers import write_tree
+from tests.helpers import Dir, write_tree
 
 BUCKET = "fs-search-hidden-bucket"
 
@@ -79,8 +79,7 @@ async def test_unwritable_file_store_is_reported_in_plain_words(ws, tmp_path, ma
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes through permission bits")
 async def test_read_only_file_store_is_reported_in_plain_words(ws, tmp_path, make_activities):
     """A store directory without write permission: the page and our words, no path."""
-    store_dir = tmp_path / "spill"
-    store_dir.mkdir(mode=0o500)
+    store_dir = write_tree(tmp_path, {"spill": Dir(mode=0o500)}) / "spill"
     acts = await make_activities(ws, glob_max_results=3)
     try:
         r = await ActivityEnvironment().run(acts.glob, GlobRequest(pattern="*.txt"))
@@ -93,8 +92,9 @@ async def test_read_only_file_store_is_reported_in_plain_words(ws, tmp_path, mak
 async def test_read_spill_failures_name_only_the_locator(tmp_path):
     """An artifact that is gone or cannot be read: messages carry the locator, no host detail."""
     store = FileSpillStore(tmp_path / "spill")
-    unreadable = tmp_path / "spill" / SpillKey("wf", "run", "1", "glob").relpath()
-    unreadable.mkdir(parents=True)  # a directory where the artifact should be
+    relpath = SpillKey("wf", "run", "1", "glob").relpath()
+    # a directory where the artifact should be
+    unreadable = write_tree(tmp_path / "spill", {relpath: Dir()}) / relpath
     missing = tmp_path / "spill" / SpillKey("wf", "run", "2", "glob").relpath()
     for locator in (str(unreadable), f"file://{unreadable}", str(missing), f"file://{missing}"):
         with pytest.raises(SearchError) as info:
