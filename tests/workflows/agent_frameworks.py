@@ -1,9 +1,13 @@
-"""Shared by the agent-framework tests: waiting for a worker's rg to start."""
+"""Shared by the agent-framework tests: rg's process group, and what a workflow scheduled."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowHandle
 
 from fs_search.activities.search import SearchActivities
 from tests.procs import alive, group
@@ -29,3 +33,15 @@ async def gone_within(pgid: int, timeout: float) -> float:
             return time.monotonic() - start
         await asyncio.sleep(0.05)
     raise AssertionError(f"rg's process group {pgid} still alive after {timeout} s")
+
+
+async def scheduled_activities(handle: WorkflowHandle[Any, Any]) -> list[tuple[str, str]]:
+    """(activity type, task queue) of every activity a workflow scheduled, in order."""
+    return [
+        (
+            e.activity_task_scheduled_event_attributes.activity_type.name,
+            e.activity_task_scheduled_event_attributes.task_queue.name,
+        )
+        async for e in handle.fetch_history_events()
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]

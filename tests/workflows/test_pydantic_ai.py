@@ -20,11 +20,11 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from fs_search.activities.catalogue import GLOB_PROMPT_HEAD, GREP_PROMPT, tools_and_prompts
 from fs_search.worker.app import new_worker
 from fs_search.worker.testing import search_worker, time_skipping_env
-from fs_search.workflows import FsSearchPlugin, FsSearchTools, ToolsResult
+from fs_search.workflows import FsSearchPlugin, FsSearchTools, ToolsResult, task_queue_for
 from fs_search.workflows.pydantic_ai import instructions, toolset
 from tests.helpers import sparse_file, write_tree
 from tests.procs import alive, group
-from tests.workflows.agent_frameworks import wait_for_rg
+from tests.workflows.agent_frameworks import scheduled_activities, wait_for_rg
 from tests.workflows.pydantic_ai_workflows import (
     AgentOutcome,
     AgentRun,
@@ -33,6 +33,10 @@ from tests.workflows.pydantic_ai_workflows import (
 )
 
 WORKFLOWS = {"durability": DurableSearchAgent, "temporal_agent": LegacySearchAgent}
+
+
+# The activities each run scheduled, by workspace id: (activity type, task queue).
+SCHEDULED: dict[str, list[tuple[str, str]]] = {}
 
 
 async def _agent_client(client: Client, payload_dir: Path) -> Client:
@@ -52,9 +56,12 @@ async def _run(client, payload_dir, workflow, job: AgentRun, *, runner=None) -> 
     agent_client = await _agent_client(client, payload_dir)
     kwargs = {"workflow_runner": runner} if runner else {}
     async with Worker(agent_client, task_queue=queue, workflows=[workflow], **kwargs):
-        return await agent_client.execute_workflow(
+        handle = await agent_client.start_workflow(
             workflow.run, job, id=f"wf-{uuid.uuid4()}", task_queue=queue
         )
+        outcome = await handle.result()
+        SCHEDULED[job.workspace_id] = await scheduled_activities(handle)
+        return outcome
 
 
 @pytest.mark.parametrize("runner", ["sandboxed", "unsandboxed"])
@@ -79,6 +86,14 @@ async def test_grep_turn_reads_our_text_and_errors_keep_the_run_going(
             runner=UnsandboxedWorkflowRunner() if runner == "unsandboxed" else None,
         )
     assert out.tool_outputs[0] == "a.py:\n  Line 1: needle = 1"
+    # The searches ran as our activities on the workspace's queue, no tool activity elsewhere.
+    scheduled = SCHEDULED[wsid]
+    assert [a for a in scheduled if a[0].startswith("fs_search.")] == [
+        ("fs_search.tools", task_queue_for(wsid)),
+        ("fs_search.grep", task_queue_for(wsid)),
+        ("fs_search.grep", task_queue_for(wsid)),
+    ]
+    assert not [a for a in scheduled if "tool" in a[0] and a[0] != "fs_search.tools"]
     assert out.tool_outputs[1].startswith("Error: ") and "regex" in out.tool_outputs[1]
     assert [t["name"] for t in out.tools] == ["glob", "grep"]
     assert out.instructions is not None
