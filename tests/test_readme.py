@@ -31,6 +31,8 @@ PUBLIC_MODULES = (
     "fs_search.workflows",
     "fs_search.worker",
     "fs_search.worker.testing",
+    "fs_search.workflows.openai_agents",
+    "fs_search.workflows.pydantic_ai",
 )
 
 
@@ -59,9 +61,16 @@ def script_snippets() -> list[str]:
 
 def test_readme_has_the_snippets_this_test_runs():
     """The split into files and scripts finds README's examples (a renamed one cannot slip out)."""
-    assert list(file_snippets()) == ["my_agent", "test_my_agent"]
+    assert list(file_snippets()) == [
+        "my_agent",
+        "test_my_agent",
+        "openai_search_agent",
+        "test_openai_search_agent",
+        "pydantic_search_agent",
+        "test_pydantic_search_agent",
+    ]
     assert len(script_snippets()) == 2
-    assert len(snippets()) == 4
+    assert len(snippets()) == 8
 
 
 @pytest.mark.parametrize("index", range(len(snippets())))
@@ -106,7 +115,12 @@ async def test_file_snippets_run_their_tests(snippet_dir, tmp_path):
                 kwargs["tmp_path"].mkdir()
             await test(**kwargs)
             ran.append(name)
-    assert ran == ["test_my_agent_reads_the_real_grep", "test_my_agent_with_canned_answers"]
+    assert ran == [
+        "test_my_agent_reads_the_real_grep",
+        "test_my_agent_with_canned_answers",
+        "test_openai_agent_searches_the_workspace",
+        "test_pydantic_agent_searches_the_workspace",
+    ]
 
 
 @pytest.mark.parametrize("index", range(len(script_snippets())))
