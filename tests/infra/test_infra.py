@@ -10,6 +10,8 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -31,11 +33,20 @@ from fs_search.worker.cli_parser import build_parser
 
 INFRA = Path(__file__).resolve().parents[2] / "infra"
 K8S = INFRA / "k8s"
+# The two ways to run the workers, each its own kustomization (apply one or the other):
+# a Deployment per workspace (infra/k8s), one DaemonSet per node (infra/k8s/daemonset).
+DAEMONSET = K8S / "daemonset"
+SHARED = K8S / "shared"
+MODES = [K8S, DAEMONSET]
 WORKLOAD_KINDS = {"Deployment", "StatefulSet", "DaemonSet"}
 CLUSTER_SCOPED = {"Namespace", "PersistentVolume", "ClusterRole", "ClusterRoleBinding"}
 
 
 # --- loading ---------------------------------------------------------------------------------
+
+
+def _mode_id(root: Path) -> str:
+    return "daemonset" if root == DAEMONSET else "per-workspace"
 
 
 def _text_files() -> list[Path]:
@@ -54,21 +65,49 @@ def _docs(path: Path) -> list[Any]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
 
 
-def _manifests() -> list[dict[str, Any]]:
-    """Every Kubernetes object under infra/k8s (templates included, kustomization excluded)."""
-    out = []
-    for path in sorted(K8S.glob("*.yaml")):
-        out += [d for d in _docs(path) if d.get("kind") != "Kustomization"]
+# The kustomization fields infra/k8s uses; _render implements exactly these.
+KUSTOMIZE_FIELDS = {"apiVersion", "kind", "namespace", "resources", "images"}
+
+
+def _render(directory: Path) -> list[dict[str, Any]]:
+    """The objects `kubectl apply -k directory` creates.
+
+    Implements the part of kustomize the manifests use (resources: files and directories,
+    namespace, images); test_render_matches_kubectl_kustomize checks it against the real one.
+    """
+    (kustomization,) = _docs(directory / "kustomization.yaml")
+    assert set(kustomization) <= KUSTOMIZE_FIELDS, set(kustomization) - KUSTOMIZE_FIELDS
+    out: list[dict[str, Any]] = []
+    for entry in kustomization["resources"]:
+        path = directory / entry
+        out += _render(path) if path.is_dir() else _docs(path)
+    namespace = kustomization.get("namespace")
+    for obj in out:
+        if namespace and obj["kind"] not in CLUSTER_SCOPED:
+            obj["metadata"]["namespace"] = namespace
+        template = obj.get("spec", {}).get("template", {}).get("spec", {})
+        for container in template.get("containers", []):
+            for image in kustomization.get("images", []):
+                if container["image"].split(":")[0] == image["name"]:
+                    container["image"] = f"{image['name']}:{image['newTag']}"
     return out
 
 
-def _of_kind(kind: str) -> list[dict[str, Any]]:
-    return [m for m in _manifests() if m["kind"] == kind]
+def _manifests(root: Path = K8S) -> list[dict[str, Any]]:
+    """What the kustomization at ``root`` applies, plus the *.example.yaml templates beside it."""
+    out = _render(root)
+    for path in sorted(root.glob("*.example.yaml")):
+        out += _docs(path)
+    return out
 
 
-def _one(kind: str, name: str) -> dict[str, Any]:
-    found = [m for m in _of_kind(kind) if m["metadata"]["name"] == name]
-    assert len(found) == 1, f"expected one {kind} {name!r} in infra/k8s, found {len(found)}"
+def _of_kind(kind: str, root: Path = K8S) -> list[dict[str, Any]]:
+    return [m for m in _manifests(root) if m["kind"] == kind]
+
+
+def _one(kind: str, name: str, root: Path = K8S) -> dict[str, Any]:
+    found = [m for m in _of_kind(kind, root) if m["metadata"]["name"] == name]
+    assert len(found) == 1, f"expected one {kind} {name!r} in {root}, found {len(found)}"
     return found[0]
 
 
@@ -90,17 +129,17 @@ def _parsed_args(workload: dict[str, Any]) -> Any:
     return build_parser().parse_args(["worker", *_worker_container(workload).get("args", [])])
 
 
-def _config_map() -> dict[str, str]:
-    return _one("ConfigMap", "fs-search-config")["data"]
+def _config_map(root: Path = K8S) -> dict[str, str]:
+    return _one("ConfigMap", "fs-search-config", root)["data"]
 
 
-def _env(workload: dict[str, Any]) -> dict[str, str]:
+def _env(workload: dict[str, Any], root: Path = K8S) -> dict[str, str]:
     """The plain environment the worker container gets (ConfigMaps, then literal values)."""
     container = _worker_container(workload)
     env: dict[str, str] = {}
     for source in container.get("envFrom", []):
         if "configMapRef" in source:
-            env.update(_one("ConfigMap", source["configMapRef"]["name"])["data"])
+            env.update(_one("ConfigMap", source["configMapRef"]["name"], root)["data"])
     for item in container.get("env", []):
         if "value" in item:
             env[item["name"]] = str(item["value"])
@@ -224,50 +263,92 @@ def test_json_parses(path: Path) -> None:
 # --- Kubernetes objects --------------------------------------------------------------------------
 
 
-def test_manifests_are_namespaced_kubernetes_objects() -> None:
-    """Each manifest has apiVersion/kind/name, and namespaced ones live in the one Namespace."""
-    (namespace,) = _of_kind("Namespace")
-    for m in _manifests():
+@pytest.mark.parametrize("root", MODES, ids=_mode_id)
+def test_manifests_are_namespaced_kubernetes_objects(root: Path) -> None:
+    """Each manifest has apiVersion/kind/name, and namespaced ones live in the mode's Namespace."""
+    (namespace,) = [m for m in _render(root) if m["kind"] == "Namespace"]
+    for m in _manifests(root):
         assert m.get("apiVersion") and m.get("kind") and m["metadata"].get("name"), m
         if m["kind"] not in CLUSTER_SCOPED:
             assert m["metadata"].get("namespace") == namespace["metadata"]["name"], m["metadata"]
 
 
-def test_kustomization_lists_every_manifest_but_templates() -> None:
-    """kustomization.yaml names every k8s file that exists, except *.example.yaml templates."""
-    (kustomization,) = _docs(K8S / "kustomization.yaml")
-    listed = set(kustomization["resources"])
+@pytest.mark.parametrize(
+    "directory",
+    sorted(p.parent for p in K8S.rglob("kustomization.yaml")),
+    ids=lambda p: str(p.relative_to(INFRA)),
+)
+def test_kustomization_lists_every_manifest_but_templates(directory: Path) -> None:
+    """Each kustomization.yaml names every k8s file beside it, except *.example.yaml templates,
+    and only the shared directory: never the other mode's kustomization."""
+    (kustomization,) = _docs(directory / "kustomization.yaml")
+    resources = kustomization["resources"]
+    assert len(resources) == len(set(resources))
+    files = {r for r in resources if (directory / r).is_file()}
     wanted = {
         p.name
-        for p in K8S.glob("*.yaml")
+        for p in directory.glob("*.yaml")
         if p.name != "kustomization.yaml" and not p.name.endswith(".example.yaml")
     }
-    assert listed == wanted
-    (namespace,) = _of_kind("Namespace")
-    assert kustomization.get("namespace") == namespace["metadata"]["name"]
+    assert files == wanted
+    directories = {(directory / r).resolve() for r in resources if (directory / r).is_dir()}
+    assert directories <= {SHARED}, directories
+    assert set(resources) == files | {r for r in resources if (directory / r).is_dir()}
+    namespaces = [m for m in _render(directory) if m["kind"] == "Namespace"]
+    if directory == SHARED:
+        assert not namespaces and "namespace" not in kustomization, "each mode sets its own"
+    else:
+        assert directories == {SHARED}, "both modes use the shared ServiceAccount and ConfigMap"
+        (namespace,) = namespaces
+        assert kustomization.get("namespace") == namespace["metadata"]["name"]
 
 
-def test_references_between_objects_resolve() -> None:
-    """ConfigMaps, Secrets, ServiceAccounts and claims a workload names are defined in infra/k8s."""
-    for workload in _workloads():
+@pytest.mark.parametrize("root", MODES, ids=_mode_id)
+def test_references_between_objects_resolve(root: Path) -> None:
+    """ConfigMaps, ServiceAccounts and claims a workload names are defined in the same
+    kustomization; the Secret keys it reads are in the Secret template."""
+    workloads = [m for m in _render(root) if m["kind"] in WORKLOAD_KINDS]
+    assert workloads
+    for workload in workloads:
         pod = workload["spec"]["template"]["spec"]
-        _one("ServiceAccount", pod["serviceAccountName"])
+        _one("ServiceAccount", pod["serviceAccountName"], root)
         container = _worker_container(workload)
         for source in container.get("envFrom", []):
             if "configMapRef" in source:
-                _one("ConfigMap", source["configMapRef"]["name"])
+                _one("ConfigMap", source["configMapRef"]["name"], root)
             if "secretRef" in source:
-                _one("Secret", source["secretRef"]["name"])
+                _one("Secret", source["secretRef"]["name"], K8S)
         for item in container.get("env", []):
             ref = item.get("valueFrom", {}).get("secretKeyRef")
             if ref:
-                assert ref["key"] in _one("Secret", ref["name"])["stringData"], ref
+                assert ref["key"] in _one("Secret", ref["name"], K8S)["stringData"], ref
         volumes = {v["name"]: v for v in pod.get("volumes", [])}
         for mount in container.get("volumeMounts", []):
             assert mount["name"] in volumes, mount
         for volume in volumes.values():
             if "persistentVolumeClaim" in volume:
-                _one("PersistentVolumeClaim", volume["persistentVolumeClaim"]["claimName"])
+                _one("PersistentVolumeClaim", volume["persistentVolumeClaim"]["claimName"], root)
+        selector = workload["spec"]["selector"]["matchLabels"]
+        labels = workload["spec"]["template"]["metadata"]["labels"]
+        assert selector.items() <= labels.items(), "the selector must match the pod template"
+
+
+@pytest.mark.parametrize("root", MODES, ids=_mode_id)
+def test_render_matches_kubectl_kustomize(root: Path) -> None:
+    """_render gives what `kubectl kustomize` (the kustomize behind `kubectl apply -k`) does."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed")
+    done = subprocess.run(
+        [kubectl, "kustomize", str(root)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+
+    def key(obj: dict[str, Any]) -> str:
+        return json.dumps(obj, sort_keys=True)
+
+    real = [d for d in yaml.safe_load_all(done.stdout) if d is not None]
+    assert sorted(map(key, real)) == sorted(map(key, _render(root)))
 
 
 def test_secret_template_has_no_empty_values() -> None:
