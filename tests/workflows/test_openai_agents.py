@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -85,7 +87,11 @@ async def test_grep_turn_reads_our_text_and_errors_keep_the_run_going(
     ws = write_tree(tmp_path / "ws", {"a.py": "needle = 1\n", "b/c.py": "x\n"})
     wsid = f"ws-{uuid.uuid4()}"
     acts = await make_activities(ws)
-    model = _calls(("grep", {"pattern": "needle"}), ("grep", {"pattern": "("}))
+    model = _calls(
+        ("grep", {"pattern": "needle"}),
+        ("grep", {"pattern": "("}),
+        ("grep", {"pattern": "x", "cwd": "/etc"}),
+    )
     async with new_worker(dev_env.client, acts, workspace_id=wsid):
         out = await _run(
             dev_env.client,
@@ -101,9 +107,11 @@ async def test_grep_turn_reads_our_text_and_errors_keep_the_run_going(
         ("fs_search.tools", task_queue_for(wsid)),
         ("fs_search.grep", task_queue_for(wsid)),
         ("fs_search.grep", task_queue_for(wsid)),
-    ]
+    ]  # the third grep was refused before scheduling
     assert not [a for a in scheduled if "tool" in a[0] and a[0] != "fs_search.tools"]
     assert out.tool_outputs[1].startswith("Error: ") and "regex" in out.tool_outputs[1]
+    # An argument outside the schema is refused by FsSearchTools, as Error: text too.
+    assert out.tool_outputs[2].startswith("Error: ") and "cwd" in out.tool_outputs[2]
     assert out.final_output == "done"
     assert [t["name"] for t in out.tools] == ["glob", "grep"]
     assert out.instructions == f"{GLOB_PROMPT_HEAD}\n\n{GREP_PROMPT}"
@@ -237,3 +245,11 @@ async def test_malformed_arguments_are_error_text(arguments, message):
     grep = function_tools(FsSearchTools("ws"), catalogue)[1]
     text = await grep.on_invoke_tool(None, arguments)  # type: ignore[arg-type]
     assert text.startswith("Error: ") and message in text
+
+
+def test_the_core_import_does_not_need_the_extra():
+    """`import fs_search.workflows` loads no agents (the extra stays optional)."""
+    code = "import sys, fs_search.workflows\nprint([m for m in sys.modules if m.split('.')[0] == 'agents'])"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[]"

@@ -8,6 +8,8 @@ pydantic-ai's own ``FunctionModel`` running a script of tool calls.
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -75,7 +77,12 @@ async def test_grep_turn_reads_our_text_and_errors_keep_the_run_going(
     wsid = f"ws-{uuid.uuid4()}"
     acts = await make_activities(ws)
     job = AgentRun(
-        workspace_id=wsid, calls=[("grep", {"pattern": "needle"}), ("grep", {"pattern": "("})]
+        workspace_id=wsid,
+        calls=[
+            ("grep", {"pattern": "needle"}),
+            ("grep", {"pattern": "("}),
+            ("grep", {"pattern": "x", "cwd": "/etc"}),
+        ],
     )
     async with new_worker(dev_env.client, acts, workspace_id=wsid):
         out = await _run(
@@ -92,9 +99,11 @@ async def test_grep_turn_reads_our_text_and_errors_keep_the_run_going(
         ("fs_search.tools", task_queue_for(wsid)),
         ("fs_search.grep", task_queue_for(wsid)),
         ("fs_search.grep", task_queue_for(wsid)),
-    ]
+    ]  # the third grep was refused before scheduling
     assert not [a for a in scheduled if "tool" in a[0] and a[0] != "fs_search.tools"]
     assert out.tool_outputs[1].startswith("Error: ") and "regex" in out.tool_outputs[1]
+    # An argument outside the schema is refused by FsSearchTools, as Error: text too.
+    assert out.tool_outputs[2].startswith("Error: ") and "cwd" in out.tool_outputs[2]
     assert [t["name"] for t in out.tools] == ["glob", "grep"]
     assert out.instructions is not None
     assert f"{GLOB_PROMPT_HEAD}\n\n{GREP_PROMPT}" in out.instructions
@@ -196,3 +205,11 @@ def test_toolset_mirrors_the_catalogue_and_runs_in_the_workflow():
         available=False, reason="down", sample_over_cap_glob_results=False, timeout_ms=1
     )
     assert toolset(FsSearchTools("ws"), unavailable).tools == {}
+
+
+def test_the_core_import_does_not_need_the_extra():
+    """`import fs_search.workflows` loads no pydantic_ai (the extra stays optional)."""
+    code = "import sys, fs_search.workflows\nprint([m for m in sys.modules if m.split('.')[0] == 'pydantic_ai'])"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[]"
