@@ -1,13 +1,15 @@
 """pydantic-ai agent workflows, written as a user would: fs-search's tools in one line.
 
 The model is pydantic-ai's own ``FunctionModel`` running a script: the prompt is a JSON list
-of ``[tool, arguments]`` calls, made one per turn; its answer is a JSON report of what it
+of ``[tool, arguments]`` calls, made one per turn (a ``"$locator"`` argument is the spill
+locator of the previous result); its answer is a JSON report of what it
 was offered and of every tool return it was sent, so a test sees exactly what the model read.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from datetime import timedelta
 from typing import Any
@@ -45,8 +47,14 @@ class AgentOutcome(BaseModel):
     tool_outputs: list[str]
 
 
+# A spill locator in a result's footer ("... saved to: s3://...").
+LOCATOR = re.compile(r"to: (s3://\S+)")
+
+
 def scripted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-    """Make the prompt's calls one per turn, then report what came back."""
+    """Make the prompt's calls one per turn, then report what came back.
+
+    A ``"$locator"`` argument is replaced by the spill locator of the previous result."""
     prompt = next(
         part.content
         for message in messages
@@ -64,6 +72,8 @@ def scripted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     ]
     if len(returns) < len(calls):
         name, args = calls[len(returns)]
+        if args.get("locator") == "$locator":  # the locator the last result saved to
+            args = {**args, "locator": LOCATOR.findall(returns[-1])[-1]}
         return ModelResponse(parts=[ToolCallPart(name, args, tool_call_id=f"call-{len(returns)}")])
     report = AgentOutcome(
         tools=[

@@ -20,6 +20,7 @@ from temporalio.exceptions import CancelledError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from fs_search.activities.catalogue import GLOB_PROMPT_HEAD, GREP_PROMPT, tools_and_prompts
+from fs_search.activities.storage.s3 import S3SpillStore
 from fs_search.worker.app import new_worker
 from fs_search.worker.testing import search_worker, time_skipping_env
 from fs_search.workflows import FsSearchPlugin, FsSearchTools, ToolsResult, task_queue_for
@@ -213,3 +214,34 @@ def test_the_core_import_does_not_need_the_extra():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "[]"
+
+
+async def test_read_spill_pages_an_s3_spill(
+    dev_env, payload_dir, s3, make_activities, tmp_path: Path
+):
+    """With spills in S3 the toolset offers read_spill; the model pages the over-cap grep's
+    saved result through it, and a locator outside the store is Error: text."""
+    ws = write_tree(tmp_path / "ws", {"many.txt": "".join(f"hit {n}\n" for n in range(40))})
+    wsid = f"ws-{uuid.uuid4()}"
+    store = S3SpillStore(s3.bucket, f"spill-{uuid.uuid4().hex[:8]}", endpoint_url=s3.endpoint_url)
+    acts = await make_activities(ws, store=store, grep_max_matches=10)
+    job = AgentRun(
+        workspace_id=wsid,
+        calls=[
+            ("grep", {"pattern": "hit"}),
+            ("read_spill", {"locator": "$locator", "offset": 30, "limit": 5}),
+            ("read_spill", {"locator": f"s3://{s3.bucket}/elsewhere/x.txt"}),
+        ],
+    )
+    try:
+        async with new_worker(dev_env.client, acts, workspace_id=wsid):
+            out = await _run(dev_env.client, payload_dir, DurableSearchAgent, job)
+    finally:
+        await store.close()
+    assert [t["name"] for t in out.tools] == ["glob", "grep", "read_spill"]
+    grep, page, outside = out.tool_outputs
+    assert "s3://" in grep
+    # The artifact is the whole grep (a "many.txt:" line, then 40 match lines): 5 from 30.
+    assert page.startswith("  Line 30: hit 29\n") and "Line 34: hit 33\n" in page
+    assert "Line 35:" not in page and "(Lines 31-35 of 41; continue with offset=35.)" in page
+    assert outside.startswith("Error: ") and "outside this worker's spill store" in outside
