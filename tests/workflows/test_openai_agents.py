@@ -21,6 +21,7 @@ from temporalio.openai_agents.testing import AgentEnvironment, ResponseBuilders,
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from fs_search.activities.catalogue import GLOB_PROMPT_HEAD, GREP_PROMPT, tools_and_prompts
+from fs_search.activities.storage.s3 import S3SpillStore
 from fs_search.worker.app import new_worker
 from fs_search.worker.testing import search_worker, time_skipping_env
 from fs_search.workflows import FsSearchPlugin, FsSearchTools, ToolsResult, task_queue_for
@@ -253,3 +254,30 @@ def test_the_core_import_does_not_need_the_extra():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "[]"
+
+
+async def test_read_spill_is_offered_with_an_s3_store(
+    dev_env, payload_dir, s3, make_activities, tmp_path: Path
+):
+    """With spills in S3 the catalogue offers read_spill: an over-cap grep's footer names an
+    s3:// locator, and read_spill of a locator outside the store is Error: text."""
+    ws = write_tree(tmp_path / "ws", {"many.txt": "".join(f"hit {n}\n" for n in range(40))})
+    wsid = f"ws-{uuid.uuid4()}"
+    store = S3SpillStore(s3.bucket, f"spill-{uuid.uuid4().hex[:8]}", endpoint_url=s3.endpoint_url)
+    acts = await make_activities(ws, store=store, grep_max_matches=10)
+    model = _calls(
+        ("grep", {"pattern": "hit"}),
+        ("read_spill", {"locator": f"s3://{s3.bucket}/elsewhere/x.txt"}),
+    )
+    try:
+        async with new_worker(dev_env.client, acts, workspace_id=wsid):
+            out = await _run(
+                dev_env.client, payload_dir, model, AgentRun(workspace_id=wsid, prompt="hits?")
+            )
+    finally:
+        await store.close()
+    assert [t["name"] for t in out.tools] == ["glob", "grep", "read_spill"]
+    grep, outside = out.tool_outputs
+    assert f"s3://{s3.bucket}/" in grep
+    assert outside.startswith("Error: ") and "outside this worker's spill store" in outside
+    assert ("fs_search.read_spill", task_queue_for(wsid)) in SCHEDULED[wsid]
