@@ -12,15 +12,22 @@ Each tool is a plain ``agents.FunctionTool`` whose invoker runs *in the workflow
 ``FsSearchTools.call``: the search is our activity on the workspace's queue
 (``fs-search/<workspace_id>``), scheduled with FsSearchTools' options, not a tool activity
 on the agent's queue. The model reads the call's ``text``; a failed call reads
-``Error: <message>`` (the run goes on); cancelling the workflow cancels the activity,
-which kills rg. Works under ``temporalio.openai_agents.OpenAIAgentsPlugin`` with the
-sandboxed and the unsandboxed workflow runner.
+``Error: <message>`` (the run goes on). Works under
+``temporalio.openai_agents.OpenAIAgentsPlugin`` with the sandboxed and the unsandboxed
+workflow runner; put that plugin before FsSearchPlugin on the client (it accepts no payload
+converter but its own, which FsSearchPlugin keeps).
+
+Cancelling the workflow cancels the search, but the Agents SDK does not wait for a tool
+call it cancels: the workflow closes as cancelled in the task that requests the activity's
+cancellation, and the worker kills rg when its next heartbeat learns of it (within the
+heartbeat timeout).
 
 Needs the ``openai-agents`` extra (``pip install "fs-search[openai-agents]"``).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -64,7 +71,7 @@ def _function_tool(tools: FsSearchTools, spec: ToolSpec) -> FunctionTool:
     return FunctionTool(
         name=spec.name,
         description=spec.description,
-        params_json_schema=dict(spec.input_schema),
+        params_json_schema=copy.deepcopy(spec.input_schema),
         on_invoke_tool=_invoker(tools, spec.name),
         strict_json_schema=False,
     )

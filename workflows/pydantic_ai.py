@@ -12,7 +12,8 @@ tool *in the workflow* instead of in a tool activity of its own, and the tool ca
 ``FsSearchTools.call``: the search is our activity on the workspace's queue
 (``fs-search/<workspace_id>``), with FsSearchTools' options. The model reads the call's
 ``text``; a failed call reads ``Error: <message>`` (the run goes on); cancelling the
-workflow cancels the activity, which kills rg.
+workflow cancels the activity, and pydantic-ai waits for the cancelled tool, so rg is dead
+when the workflow closes.
 
 Because no tool of the set is an activity of the agent's, it may be passed per run
 (pydantic-ai refuses per-run toolsets with activity-backed tools) and the worker registers
@@ -24,6 +25,7 @@ Needs the ``pydantic-ai`` extra (``pip install "fs-search[pydantic-ai]"``).
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from pydantic_ai import FunctionToolset, Tool
@@ -69,7 +71,7 @@ def _tool(tools: FsSearchTools, spec: ToolSpec) -> Tool[Any]:
         return (await tools.call(name, arguments)).text
 
     tool: Tool[Any] = Tool.from_schema(
-        call, name=name, description=spec.description, json_schema=dict(spec.input_schema)
+        call, name=name, description=spec.description, json_schema=copy.deepcopy(spec.input_schema)
     )
     tool.metadata = dict(IN_WORKFLOW)
     return tool
