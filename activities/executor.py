@@ -108,6 +108,7 @@ class Executor:
         max_stdout: int,
         progress: Progress | None = None,
         workspace: str | None = None,
+        nice: int = 0,
     ) -> RgRun:
         """Run ``argv`` in ``cwd`` and collect its output.
 
@@ -122,6 +123,7 @@ class Executor:
             progress: updated with the bytes read so far.
             workspace: the only tree the program may read (Landlock), and where a FIFO it
                 blocks on may be unblocked; None: nothing beyond the program itself.
+            nice: the CPU niceness of the whole process group (0: unchanged).
 
         Raises:
             SearchError: SEARCH_RAW_OUTPUT_OVERFLOW, SEARCH_ABORTED (budget), or
@@ -150,6 +152,10 @@ class Executor:
                 ErrorCode.SEARCH_FAILED, f"ripgrep could not be started: {e.strerror} ({argv[0]})"
             ) from e
         self._live.add(proc)
+        if nice:
+            # The group so far (the backstop; the launcher and rg inherit it when forked).
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PGRP, proc.pid, nice)
         _widen_pipe(proc)
         try:
             return await self._collect(proc, argv, timeout_s, max_stdout, progress, workspace)

@@ -7,6 +7,7 @@ checks → budget → target → rg (the spec's argv and rules) → outcome → 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import tempfile
 from abc import ABC, abstractmethod
@@ -36,6 +37,9 @@ from fs_search.activities.saving import Saver
 from fs_search.activities.telemetry import SearchTelemetry
 
 log = logging.getLogger(__name__)
+
+# Each further call a workspace has in flight runs rg this much nicer (at most 19).
+NICE_STEP = 5
 
 # Runs one argv as this call's rg: in its target, under its budget, reporting progress.
 RunRg = Callable[[list[str]], Awaitable[RgRun]]
@@ -115,6 +119,16 @@ class SearchSpec(ABC, Generic[Req, D, Res]):
         """The activity's result."""
 
 
+@functools.cache
+def _empty() -> tempfile.TemporaryDirectory[str]:
+    return tempfile.TemporaryDirectory(prefix="fs-search-empty-")
+
+
+def empty_dir() -> str:
+    """Where a suspected pattern error is confirmed: rg sees no tree there (one per process)."""
+    return _empty().name
+
+
 class Pipeline:
     """Runs a :class:`SearchSpec` for one request, from checks to result.
 
@@ -146,11 +160,22 @@ class Pipeline:
         self.saver = saver
         self.telemetry = telemetry
         self.rg_path = rg_path
-        # Where a suspected pattern error is confirmed: rg sees no tree there.
-        self._empty_dir = tempfile.TemporaryDirectory(prefix="fs-search-empty-")
+        self.running = 0  # this workspace's calls in flight
+
+    def _nice(self) -> int:
+        """rg's CPU niceness: 0 for a workspace's first call in flight, lower priority for
+        each further one, so one workspace's flood yields the CPU to a quiet workspace."""
+        return min(19, NICE_STEP * max(0, self.running - 1))
 
     async def run(self, spec: SearchSpec[Req, D, Res], req: Req, progress: Progress) -> Res:
         """Check, search, digest, spill, render: ``req``'s result or its contract error."""
+        self.running += 1
+        try:
+            return await self._run(spec, req, progress)
+        finally:
+            self.running -= 1
+
+    async def _run(self, spec: SearchSpec[Req, D, Res], req: Req, progress: Progress) -> Res:
         check_request(req)
         budget = budget_s(req.timeout_ms, cap_ms=self.config.timeout_ms)
         target = self.workspace.target(cwd=req.cwd, path=req.path, tool=spec.name)
@@ -164,6 +189,7 @@ class Pipeline:
                 max_stdout=self.config.raw_output_max_bytes,
                 progress=progress,
                 workspace=self.workspace.root,
+                nice=self._nice(),
             )
 
         with self._rg_span(spec.name, progress) as span:
@@ -244,10 +270,10 @@ class Pipeline:
         # nothing but the request (an empty directory) may be quoted to the model.
         clean = await self.executor.run(
             searched.clean_argv,
-            cwd=self._empty_dir.name,
+            cwd=empty_dir(),
             timeout_s=min(budget_s, 5.0),
             max_stdout=64 * 1024,
-            workspace=self._empty_dir.name,
+            workspace=empty_dir(),
         )
         if clean.returncode == 2 and is_invalid_pattern(clean.stderr):
             raise SearchError(ErrorCode.SEARCH_INVALID_PATTERN, pattern_error_message(clean.stderr))

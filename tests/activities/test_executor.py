@@ -211,3 +211,30 @@ async def test_stdout_is_kept_as_read_and_stderr_is_bounded(tmp_path):
     )
     assert run.returncode == 0 and run.stdout == b"o" * 600_000 and len(run.chunks) >= 1
     assert run.stderr == "e" * 64 * 1024
+
+
+async def test_nice_lowers_every_thread_of_the_group(executor, huge, rg_bin):
+    """``nice`` reaches rg and all its threads (the launcher forks after it is set)."""
+    task = asyncio.ensure_future(
+        executor.run(
+            grep_argv(rg_bin),
+            cwd=str(huge),
+            timeout_s=60,
+            max_stdout=1 << 20,
+            workspace=str(huge),
+            nice=7,
+        )
+    )
+    try:
+        [(_, members)] = await members_when_running(executor, os.path.realpath(rg_bin))
+        rg = next(p for p in members if _exe(p) == os.path.realpath(rg_bin))
+        threads = os.listdir(f"/proc/{rg.pid}/task")
+        niceness = {
+            int(open(f"/proc/{rg.pid}/task/{t}/stat").read().rsplit(")", 1)[1].split()[16])
+            for t in threads
+        }
+        assert niceness == {7}, niceness
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task

@@ -628,3 +628,38 @@ async def test_failing_store_leaves_the_page(tmp_path, make_activities):
     r = await run(acts.glob, GlobRequest(pattern="*"))
     assert r.spill is None and r.spill_error and len(r.paths) == 2
     assert "Could not save the complete list" in r.text
+
+
+async def test_each_further_call_of_a_workspace_runs_rg_nicer(tmp_path, make_activities):
+    """A workspace's first call in flight runs rg at nice 0, the next ones lower, so one
+    workspace's flood yields the CPU to a quiet one's first call."""
+    ws = tmp_path / "ws"
+    sparse_file(ws / "huge.bin")
+    acts = await make_activities(ws)
+    env = ActivityEnvironment()
+    calls = [
+        asyncio.ensure_future(env.run(acts.grep, GrepRequest(pattern="x", path="huge.bin")))
+        for _ in range(3)
+    ]
+    try:
+        deadline = asyncio.get_running_loop().time() + 20
+        niceness: list[int] = []
+        while asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
+            procs = [p for g in acts.executor.live_process_groups for p in alive(group(g))]
+            rgs = [p for p in procs if os.path.basename(_exe(p)) == "rg"]
+            if len(rgs) == 3:
+                niceness = sorted(p.nice() for p in rgs)
+                break
+        assert niceness == [0, 5, 10]
+    finally:
+        for call in calls:
+            call.cancel()
+        await asyncio.gather(*calls, return_exceptions=True)
+
+
+def _exe(p) -> str:
+    try:
+        return os.readlink(f"/proc/{p.pid}/exe")
+    except OSError:
+        return ""

@@ -1,0 +1,470 @@
+"""Benchmark of one worker process serving many workspaces (``--workspaces-root``).
+
+Run as ``bench/fleet [--workspaces 1000] [--singles 10] [--quick]``. Every worker is a real
+``fs-search worker`` child process on one Temporal dev server; calls go through the
+benchmark's own workflow (``bench.Calls``, FsSearchTools) as an agent's would. Rows:
+
+* idle cost per workspace: (RSS with N attached - RSS with 1) / (N - 1), worker + helpers;
+* idle CPU: the fleet worker's CPU over 20 s with N attached and no calls;
+* vs one process each: RSS of one process with 100 workspaces / total RSS of 100
+  single-workspace workers (``--singles`` of them are started and measured; the total is
+  their mean x 100 when fewer than 100 run);
+* attach: directory created -> first call answered (p95 of 20, scan interval 2 s);
+* latency: small grep through the N-workspace worker / through a 1-workspace worker
+  (interleaved medians);
+* fairness: small grep on a quiet workspace while another floods 64 heavy greps /
+  the same grep unloaded (medians).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from flows import WORKFLOWS, Call, CallsWorkflow, Spec  # noqa: E402
+from temporalio.client import Client  # noqa: E402
+from temporalio.worker import Worker  # noqa: E402
+
+from fs_search.worker.processes import ManagedProcess  # noqa: E402
+from fs_search.worker.services import DevServer  # noqa: E402
+from fs_search.workflows.plugin import FsSearchPlugin  # noqa: E402
+
+MB = 1024 * 1024
+# Worker settings for every worker the benchmark starts (``--set KEY=VALUE``).
+SETTINGS: dict[str, str] = {}
+
+
+@dataclass
+class Row:
+    name: str
+    value: float
+    target: str
+    met: bool
+    detail: str
+
+    def line(self) -> str:
+        mark = "yes" if self.met else "NO"
+        return f"| {self.name} | {self.value:.3g} | {self.target} | {mark} | {self.detail} |"
+
+
+class WorkerProc:
+    """An ``fs-search worker`` child (fleet or single), measured with its helpers."""
+
+    def __init__(self, address: str, log: Path, spill: Path, *args: str) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("FS_SEARCH_", "OTEL_"))}
+        env.update(SETTINGS)
+        env["FS_SEARCH_SPILL_URL"] = f"file://{spill}"
+        self.log = log
+        self.proc = ManagedProcess(
+            [
+                sys.executable,
+                "-c",
+                "from fs_search.worker.cli import run; run()",
+                "worker",
+                *args,
+                "--address",
+                address,
+                "--sample-over-cap-glob-results",
+            ],
+            log_path=log,
+            env=env,
+        )
+        self.proc.start()
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    async def wait_for(self, needle: str, count: int = 1, timeout: float = 300) -> None:
+        deadline = time.monotonic() + timeout
+        while self.text().count(needle) < count:
+            if not self.proc.running():
+                raise RuntimeError(f"worker exited: {self.text()[-2000:]}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{count} x {needle!r} not seen: {self.text()[-2000:]}")
+            await asyncio.sleep(0.1)
+
+    def processes(self) -> list[psutil.Process]:
+        """The worker and its digest helpers (not rg)."""
+        me = psutil.Process(self.proc.pid)
+        kids = [p for p in me.children(recursive=True) if "rg" not in p.name()]
+        return [me, *kids]
+
+    def rss(self) -> int:
+        return sum(p.memory_info().rss for p in self.processes())
+
+    def cpu_seconds(self) -> float:
+        return sum(sum(p.cpu_times()[:2]) for p in self.processes())
+
+    def stop(self) -> None:
+        self.proc.stop(timeout=60)
+
+
+def make_workspace(path: Path, *, small: int = 10) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    for i in range(small):
+        (path / f"f{i}.txt").write_text("alpha needle beta\n" if i == 0 else "nothing here\n")
+
+
+async def settle(seconds: float) -> None:
+    await asyncio.sleep(seconds)
+
+
+async def grep_latency(client: Client, queue: str, workspace_id: str, pattern: str) -> float:
+    spec = Spec(
+        workspace_id=workspace_id, calls=[Call(tool="grep", arguments={"pattern": pattern})]
+    )
+    started = time.perf_counter()
+    results = await client.execute_workflow(
+        CallsWorkflow.run, spec, id=f"fleet-{uuid.uuid4()}", task_queue=queue
+    )
+    elapsed = time.perf_counter() - started
+    if results[0].is_error or not results[0].result.total:
+        raise AssertionError(f"call failed: {results[0].text}")
+    return elapsed
+
+
+@dataclass
+class Bench:
+    """The dev server, the client and its workflow queue, and the fleet worker under test."""
+
+    server: DevServer
+    client: Client
+    queue: str
+    tmp: Path
+    workspaces: int
+    samples: int
+    workers: list[WorkerProc]
+    root: Path
+    fleet: WorkerProc | None = None
+
+    def start(self, name: str, *args: str) -> WorkerProc:
+        worker = WorkerProc(
+            self.server.address, self.tmp / f"{name}.log", self.tmp / "spill", *args
+        )
+        self.workers.append(worker)
+        return worker
+
+    def stop(self, worker: WorkerProc) -> None:
+        worker.stop()
+        self.workers.remove(worker)
+
+    async def fleet_with(self, n: int) -> WorkerProc:
+        """The fleet worker, with at least ``n`` workspaces w0..w<n-1> attached."""
+        if self.fleet is None:
+            make_workspace(self.root / "w0")
+            self.fleet = self.start(
+                "fleet", "--workspaces-root", str(self.root), "--scan-interval", "2"
+            )
+            await self.fleet.wait_for("attached workspace w0")
+        for i in range(1, n):
+            if not (self.root / f"w{i}").exists():
+                make_workspace(self.root / f"w{i}", small=1)
+        await self.fleet.wait_for("attached workspace", count=n)
+        return self.fleet
+
+    async def grep(self, workspace_id: str, pattern: str = "needle") -> float:
+        return await grep_latency(self.client, self.queue, workspace_id, pattern)
+
+
+ROWS = ("idle", "attach", "latency", "fairness", "processes")
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workspaces", type=int, default=1000)
+    parser.add_argument("--singles", type=int, default=10)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--rows", default=",".join(ROWS), help=f"some of {','.join(ROWS)}")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an FS_SEARCH_<NAME> setting for every worker started (e.g. parse_processes=0)",
+    )
+    args = parser.parse_args()
+    for item in args.set:
+        name, _, value = item.partition("=")
+        SETTINGS[f"FS_SEARCH_{name.upper()}"] = value
+    chosen = [r for r in args.rows.split(",") if r]
+    unknown = sorted(set(chosen) - set(ROWS))
+    if unknown:
+        parser.error(f"unknown rows {unknown}; choose from {','.join(ROWS)}")
+    tmp = Path(tempfile.mkdtemp(prefix="fs-search-fleet-bench-"))
+    server = await DevServer(log_path=tmp / "temporal.log").start()
+    rows: list[Row] = []
+    workers: list[WorkerProc] = []
+    try:
+        client = await Client.connect(
+            server.address, plugins=[FsSearchPlugin(spill_url=f"file://{tmp}/spill")]
+        )
+        queue = f"fleet-bench-{uuid.uuid4().hex[:6]}"
+        bench = Bench(
+            server,
+            client,
+            queue,
+            tmp,
+            args.workspaces,
+            7 if args.quick else 15,
+            workers,
+            tmp / "root",
+        )
+        async with Worker(client, task_queue=queue, workflows=WORKFLOWS):
+            for name in ROWS:
+                if name in chosen:
+                    if name == "processes":
+                        rows += await per_process_row(bench, args.singles)
+                    else:
+                        rows += await ROW_FUNCTIONS[name](bench)
+    finally:
+        for w in workers:
+            w.stop()
+        server.stop()
+    print(
+        f"\nfs-search fleet benchmark ({args.workspaces} workspaces, {os.cpu_count()} cores, "
+        f"load {os.getloadavg()[0]:.2f}, settings {SETTINGS or 'default'})\n"
+    )
+    print("| row | value | target | met | detail |\n|---|---|---|---|---|")
+    for row in rows:
+        print(row.line())
+    return 0
+
+
+async def idle_rows(bench: Bench) -> list[Row]:
+    """Idle RSS per workspace and idle CPU."""
+    n = bench.workspaces
+    fleet = await bench.fleet_with(1)
+    await settle(8)
+    rss_one = fleet.rss()
+    log(f"1 workspace: {rss_one / MB:.1f} MB")
+    await bench.fleet_with(n)
+    await settle(15)
+    rss_n = fleet.rss()
+    per = (rss_n - rss_one) / (n - 1) / MB
+    log(f"{n} workspaces: {rss_n / MB:.1f} MB")
+    rows = [
+        Row(
+            "idle cost per workspace (MB)",
+            per,
+            "<= 0.5",
+            per <= 0.5,
+            f"{rss_one / MB:.1f} MB with 1, {rss_n / MB:.1f} MB with {n}",
+        )
+    ]
+    cpu0, t0 = fleet.cpu_seconds(), time.monotonic()
+    server0 = _cpu(bench.server.process.pid)
+    await asyncio.sleep(20)
+    elapsed = time.monotonic() - t0
+    cpu = (fleet.cpu_seconds() - cpu0) / elapsed * 100
+    server = (_cpu(bench.server.process.pid) - server0) / elapsed * 100
+    rows.append(
+        Row(
+            "idle CPU (% of a core)",
+            cpu,
+            "<= 5",
+            cpu <= 5,
+            f"{n} attached, 20 s idle; the dev server meanwhile {server:.1f} %",
+        )
+    )
+    log(f"idle cpu {cpu:.2f}% (server {server:.1f}%)")
+    return rows
+
+
+async def attach_row(bench: Bench) -> list[Row]:
+    """Directory created -> first call answered."""
+    await bench.fleet_with(bench.workspaces)
+    attach = []
+    for i in range(20 if bench.samples > 7 else 8):
+        wid = f"late{i}-{uuid.uuid4().hex[:4]}"
+        started = time.perf_counter()
+        make_workspace(bench.root / wid)
+        await bench.grep(wid)
+        attach.append(time.perf_counter() - started)
+    p95 = sorted(attach)[max(0, int(len(attach) * 0.95) - 1)]
+    log(f"attach p95 {p95:.2f}")
+    return [
+        Row(
+            "attach p95 (s)",
+            p95,
+            "<= 3",
+            p95 <= 3,
+            f"median {statistics.median(attach):.2f} s, max {max(attach):.2f} s, "
+            f"n={len(attach)}, scan interval 2 s",
+        )
+    ]
+
+
+async def latency_row(bench: Bench) -> list[Row]:
+    """A small grep through the N-workspace worker vs through a 1-workspace worker."""
+    await bench.fleet_with(bench.workspaces)
+    single_ws = bench.tmp / "single"
+    make_workspace(single_ws)
+    single = bench.start("single", "--workspace", str(single_ws), "--workspace-id", "solo")
+    await single.wait_for("polling task queue")
+    for _ in range(3):
+        await bench.grep("w0")
+        await bench.grep("solo")
+    many, one = [], []
+    for _ in range(bench.samples):
+        many.append(await bench.grep("w0"))
+        one.append(await bench.grep("solo"))
+    bench.stop(single)
+    ratio = statistics.median(many) / statistics.median(one)
+    log(f"latency ratio {ratio:.3f}")
+    return [
+        Row(
+            "latency ratio",
+            ratio,
+            "<= 1.1",
+            ratio <= 1.1,
+            f"{statistics.median(many) * 1000:.0f} ms via {bench.workspaces} vs "
+            f"{statistics.median(one) * 1000:.0f} ms via 1 (medians of {bench.samples})",
+        )
+    ]
+
+
+async def fairness_row(bench: Bench) -> list[Row]:
+    """A quiet workspace's small grep while another floods 64 heavy greps."""
+    fleet = await bench.fleet_with(bench.workspaces)
+    busy = bench.root / "busy"
+    if not busy.exists():
+        busy.mkdir()
+        for d in range(8):
+            (busy / f"d{d}").mkdir()
+            # 8 x 7,500 matching lines: ~15 MB of rg --json per call, like the heavy row.
+            (busy / f"d{d}" / "many.txt").write_text("match line of text\n" * 7_500)
+    await fleet.wait_for("attached workspace busy")
+    samples = bench.samples
+    alone = [await bench.grep("w1") for _ in range(samples)]
+    flood_spec = Spec(
+        workspace_id="busy", calls=[Call(tool="grep", arguments={"pattern": "match"})]
+    )
+    flood = [
+        asyncio.create_task(
+            bench.client.execute_workflow(
+                CallsWorkflow.run, flood_spec, id=f"flood-{uuid.uuid4()}", task_queue=bench.queue
+            )
+        )
+        for _ in range(64)
+    ]
+    await asyncio.sleep(1.0)
+    flooded = []
+    usage = Usage(bench)
+    for _ in range(samples):
+        if all(t.done() for t in flood):
+            break
+        flooded.append(await bench.grep("w1"))
+    where = usage.report()
+    done = await asyncio.gather(*flood)
+    if any(r[0].is_error for r in done):
+        raise AssertionError("a flood call failed")
+    if len(flooded) < 3:
+        raise AssertionError("the flood ended before the quiet calls were measured")
+    fair = statistics.median(flooded) / statistics.median(alone)
+    log(f"fairness {fair:.2f}")
+    return [
+        Row(
+            "fairness ratio",
+            fair,
+            "<= 3",
+            fair <= 3,
+            f"{statistics.median(flooded) * 1000:.0f} ms during a 64-grep flood vs "
+            f"{statistics.median(alone) * 1000:.0f} ms alone (n={len(flooded)}/{len(alone)}); "
+            f"CPU during the flood: {where}",
+        )
+    ]
+
+
+async def per_process_row(bench: Bench, singles: int) -> list[Row]:
+    """One process with 100 workspaces vs 100 single-workspace workers."""
+    root = bench.tmp / "root100"
+    for i in range(100):
+        make_workspace(root / f"p{i}", small=1)
+    fleet = bench.start("fleet100", "--workspaces-root", str(root))
+    await fleet.wait_for("attached workspace", count=100)
+    started = [
+        bench.start(
+            f"single{i}", "--workspace", str(root / f"p{i}"), "--workspace-id", f"single-{i}"
+        )
+        for i in range(singles)
+    ]
+    for w in started:
+        await w.wait_for("polling task queue")
+    await settle(10)
+    fleet_rss = fleet.rss()
+    each = [w.rss() for w in started]
+    for w in [fleet, *started]:
+        bench.stop(w)
+    ratio = fleet_rss / (statistics.mean(each) * 100)
+    return [
+        Row(
+            "vs one process each",
+            ratio,
+            "<= 0.05",
+            ratio <= 0.05,
+            f"{fleet_rss / MB:.0f} MB for 100 in one process vs "
+            f"{statistics.mean(each) / MB:.0f} MB per single worker x 100 ({singles} measured)",
+        )
+    ]
+
+
+ROW_FUNCTIONS = {
+    "idle": idle_rows,
+    "attach": attach_row,
+    "latency": latency_row,
+    "fairness": fairness_row,
+}
+
+
+class Usage:
+    """CPU of the dev server, the fleet worker (+ helpers, + rg) and this process, from now."""
+
+    def __init__(self, bench: Bench) -> None:
+        assert bench.fleet is not None
+        self.fleet = bench.fleet
+        self.server = bench.server.process.pid
+        self.started = time.monotonic()
+        self.before = self._now()
+
+    def _now(self) -> dict[str, float]:
+        worker = psutil.Process(self.fleet.proc.pid)
+        helpers = [k for k in worker.children(recursive=True) if "rg" not in k.name()]
+        return {
+            "server": _cpu(self.server),
+            # rg's CPU reaches the worker's children times once rg is reaped.
+            "worker + helpers + rg": _cpu(worker.pid) + sum(_cpu(k.pid) for k in helpers),
+            "bench": _cpu(os.getpid()),
+        }
+
+    def report(self) -> str:
+        elapsed = time.monotonic() - self.started
+        after = self._now()
+        return ", ".join(f"{k} {(after[k] - self.before[k]) / elapsed * 100:.0f} %" for k in after)
+
+
+def _cpu(pid: int) -> float:
+    try:
+        times = psutil.Process(pid).cpu_times()
+    except psutil.NoSuchProcess:
+        return 0.0
+    return times.user + times.system + times.children_user + times.children_system
+
+
+def log(message: str) -> None:
+    print(f"[fleet bench] {message}", file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
