@@ -38,7 +38,8 @@ from fs_search.activities.telemetry import SearchTelemetry
 
 log = logging.getLogger(__name__)
 
-# Each further call a workspace has in flight runs rg this much nicer (at most 19).
+# Under a workspaces root, each further call a workspace has in flight runs rg this much
+# nicer (at most 19).
 NICE_STEP = 5
 
 # Runs one argv as this call's rg: in its target, under its budget, reporting progress.
@@ -152,6 +153,7 @@ class Pipeline:
         saver: Saver,
         telemetry: SearchTelemetry,
         rg_path: str | None,
+        nice_step: int = 0,
     ) -> None:
         self.config = config
         self.workspace = workspace
@@ -161,11 +163,15 @@ class Pipeline:
         self.telemetry = telemetry
         self.rg_path = rg_path
         self.running = 0  # this workspace's calls in flight
+        self.nice_step = nice_step
 
     def _nice(self) -> int:
         """rg's CPU niceness: 0 for a workspace's first call in flight, lower priority for
-        each further one, so one workspace's flood yields the CPU to a quiet workspace."""
-        return min(19, NICE_STEP * max(0, self.running - 1))
+        each further one, so one workspace's flood yields the CPU to a quiet workspace.
+
+        Only where workspaces share a process (``nice_step`` > 0): a single-workspace
+        worker's concurrent calls all run at 0, so they share the cores evenly."""
+        return min(19, self.nice_step * max(0, self.running - 1))
 
     async def run(self, spec: SearchSpec[Req, D, Res], req: Req, progress: Progress) -> Res:
         """Check, search, digest, spill, render: ``req``'s result or its contract error."""

@@ -68,6 +68,7 @@ class SearchActivities:
         rg: RgStatus,
         telemetry: SearchTelemetry | None = None,
         offload: Offload | None = None,
+        nice_step: int = 0,
     ) -> None:
         self.config = config
         self.workspace = workspace
@@ -85,6 +86,7 @@ class SearchActivities:
             saver=Saver(storage, self.telemetry),
             telemetry=self.telemetry,
             rg_path=rg.path,
+            nice_step=nice_step,
         )
         self._glob = GlobSpec(config)
         self._grep = GrepSpec(config)

@@ -83,9 +83,16 @@ class Services:
     telemetry: SearchTelemetry
 
     def activities_for(
-        self, workspace: str | os.PathLike[str], workspace_id: str | None = None
+        self,
+        workspace: str | os.PathLike[str],
+        workspace_id: str | None = None,
+        *,
+        nice_step: int = 0,
     ) -> SearchActivities:
-        """The four activities over one workspace, sharing everything else."""
+        """The four activities over one workspace, sharing everything else.
+
+        ``nice_step``: how much nicer rg runs for each further call of the workspace in
+        flight (a workspaces root uses ``pipeline.NICE_STEP``; 0: never changed)."""
         return SearchActivities(
             self.config,
             Workspace(workspace),
@@ -94,6 +101,7 @@ class Services:
             rg=self.rg,
             telemetry=self.telemetry.for_workspace(workspace_id),
             offload=self.offload,
+            nice_step=nice_step,
         )
 
 

@@ -28,6 +28,7 @@ from temporalio.worker import (
 )
 
 from fs_search.activities.models import task_queue_for
+from fs_search.activities.pipeline import NICE_STEP
 from fs_search.activities.telemetry import INSTRUMENTATION
 from fs_search.worker.app import (
     MAX_HEARTBEAT_THROTTLE,
@@ -173,7 +174,7 @@ class Fleet:
     def attach(self, workspace_id: str, path: str) -> None:
         """Start polling ``fs-search/<workspace_id>`` for searches of ``path``."""
         try:
-            activities = self.services.activities_for(path, workspace_id)
+            activities = self.services.activities_for(path, workspace_id, nice_step=NICE_STEP)
         except Exception as e:  # noqa: BLE001 - one bad directory must not stop the others
             log.warning("cannot attach workspace %s (%s): %s", workspace_id, path, e)
             return

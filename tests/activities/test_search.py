@@ -13,6 +13,7 @@ from temporalio.testing import ActivityEnvironment
 
 from fs_search.activities.catalogue import GLOB_PROMPT_HEAD, GLOB_PROMPT_SAMPLED, GREP_PROMPT
 from fs_search.activities.models import GlobRequest, GrepRequest, ReadSpillRequest
+from fs_search.activities.pipeline import NICE_STEP
 from tests.helpers import Fifo, Link, sparse_file, write_tree
 from tests.procs import alive, group
 
@@ -631,11 +632,14 @@ async def test_failing_store_leaves_the_page(tmp_path, make_activities):
 
 
 async def test_each_further_call_of_a_workspace_runs_rg_nicer(tmp_path, make_activities):
-    """A workspace's first call in flight runs rg at nice 0, the next ones lower, so one
-    workspace's flood yields the CPU to a quiet one's first call."""
+    """Under a workspaces root, a workspace's first call in flight runs rg at nice 0 and the
+    next ones lower, so one workspace's flood yields the CPU to a quiet one's first call."""
     ws = tmp_path / "ws"
     sparse_file(ws / "huge.bin")
+    plain = await make_activities(ws)
+    assert plain.pipeline.nice_step == 0  # a single-workspace worker never changes it
     acts = await make_activities(ws)
+    acts.pipeline.nice_step = NICE_STEP  # as under --workspaces-root
     env = ActivityEnvironment()
     calls = [
         asyncio.ensure_future(env.run(acts.grep, GrepRequest(pattern="x", path="huge.bin")))
