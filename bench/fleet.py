@@ -117,10 +117,6 @@ def make_workspace(path: Path, *, small: int = 10) -> None:
         (path / f"f{i}.txt").write_text("alpha needle beta\n" if i == 0 else "nothing here\n")
 
 
-async def settle(seconds: float) -> None:
-    await asyncio.sleep(seconds)
-
-
 async def grep_latency(client: Client, queue: str, workspace_id: str, pattern: str) -> float:
     spec = Spec(
         workspace_id=workspace_id, calls=[Call(tool="grep", arguments={"pattern": pattern})]
@@ -246,11 +242,11 @@ async def idle_rows(bench: Bench) -> list[Row]:
     """Idle RSS per workspace and idle CPU."""
     n = bench.workspaces
     fleet = await bench.fleet_with(1)
-    await settle(8)
+    await asyncio.sleep(8)
     rss_one = fleet.rss()
     log(f"1 workspace: {rss_one / MB:.1f} MB")
     await bench.fleet_with(n)
-    await settle(15)
+    await asyncio.sleep(15)
     rss_n = fleet.rss()
     per = (rss_n - rss_one) / (n - 1) / MB
     log(f"{n} workspaces: {rss_n / MB:.1f} MB")
@@ -402,7 +398,7 @@ async def per_process_row(bench: Bench, singles: int) -> list[Row]:
     ]
     for w in started:
         await w.wait_for("polling task queue")
-    await settle(10)
+    await asyncio.sleep(10)
     fleet_rss = fleet.rss()
     each = [w.rss() for w in started]
     for w in [fleet, *started]:

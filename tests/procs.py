@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -153,3 +154,22 @@ def wait_until(predicate, timeout: float, interval: float = 0.05) -> float:
             return time.monotonic() - start
         time.sleep(interval)
     raise AssertionError(f"condition not met within {timeout} s")
+
+
+async def wait_for_rg(activities, timeout: float = 15.0) -> int:
+    """The process group of the first rg ``activities`` start (AssertionError if none does)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        groups = activities.executor.live_process_groups
+        if groups:
+            return groups[0]
+        await asyncio.sleep(0.02)
+    raise AssertionError("rg never started")
+
+
+def exe_of(p: psutil.Process) -> str:
+    """The process's executable now (psutil caches exe(), which misses the launcher's exec)."""
+    try:
+        return os.readlink(f"/proc/{p.pid}/exe")
+    except OSError:
+        return ""

@@ -18,7 +18,7 @@ from fs_search.activities.models import ErrorCode
 from fs_search.activities.progress import Progress
 from fs_search.activities.sandbox import LAUNCHER, Sandbox, sandbox_for
 from tests.helpers import sparse_file, write_tree
-from tests.procs import alive, group, rg_processes, wait_until
+from tests.procs import alive, exe_of, group, rg_processes, wait_until
 
 MEMORY_MB = 512
 
@@ -47,19 +47,11 @@ async def members_when_running(
     while time.monotonic() < deadline:
         await asyncio.sleep(0.05)
         found = [(pgid, alive(group(pgid))) for pgid in executor.live_process_groups]
-        running = [(pgid, ps) for pgid, ps in found if any(_exe(p) == rg for p in ps)]
+        running = [(pgid, ps) for pgid, ps in found if any(exe_of(p) == rg for p in ps)]
         if len(running) >= groups:
             return running
-    seen = [(pgid, [(p.pid, _exe(p)) for p in ps]) for pgid, ps in found]
+    seen = [(pgid, [(p.pid, exe_of(p)) for p in ps]) for pgid, ps in found]
     raise AssertionError(f"rg never started in {groups} group(s): {seen}")
-
-
-def _exe(p: psutil.Process) -> str:
-    """The process's executable now (psutil caches exe(), which misses the launcher's exec)."""
-    try:
-        return os.readlink(f"/proc/{p.pid}/exe")
-    except OSError:
-        return ""
 
 
 def grep_argv(rg: str, name: str = "huge.bin") -> list[str]:
@@ -154,7 +146,7 @@ async def test_rg_runs_under_the_backstop_and_the_sandbox_launcher(executor, hug
         assert sandbox is not None
         wrapped = sandbox.wrap(grep_argv(rg_bin), readable=[str(huge)])
         assert leader.cmdline() == [default_backstop(), "--signal=KILL", "32.000s", *wrapped]
-        [rg] = [p for p in members if _exe(p) == os.path.realpath(rg_bin)]
+        [rg] = [p for p in members if exe_of(p) == os.path.realpath(rg_bin)]
         assert rg.cmdline() == grep_argv(rg_bin)
         limits = Path(f"/proc/{rg.pid}/limits").read_text()
         [line] = [li for li in limits.splitlines() if li.startswith("Max address space")]
@@ -227,7 +219,7 @@ async def test_nice_lowers_every_thread_of_the_group(executor, huge, rg_bin):
     )
     try:
         [(_, members)] = await members_when_running(executor, os.path.realpath(rg_bin))
-        rg = next(p for p in members if _exe(p) == os.path.realpath(rg_bin))
+        rg = next(p for p in members if exe_of(p) == os.path.realpath(rg_bin))
         threads = os.listdir(f"/proc/{rg.pid}/task")
         niceness = {
             int(open(f"/proc/{rg.pid}/task/{t}/stat").read().rsplit(")", 1)[1].split()[16])

@@ -15,7 +15,7 @@ from fs_search.activities.catalogue import GLOB_PROMPT_HEAD, GLOB_PROMPT_SAMPLED
 from fs_search.activities.models import GlobRequest, GrepRequest, ReadSpillRequest
 from fs_search.activities.pipeline import NICE_STEP
 from tests.helpers import Fifo, Link, sparse_file, write_tree
-from tests.procs import alive, group
+from tests.procs import alive, exe_of, group
 
 
 async def run(activity, *args):
@@ -651,7 +651,7 @@ async def test_each_further_call_of_a_workspace_runs_rg_nicer(tmp_path, make_act
         while asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.05)
             procs = [p for g in acts.executor.live_process_groups for p in alive(group(g))]
-            rgs = [p for p in procs if os.path.basename(_exe(p)) == "rg"]
+            rgs = [p for p in procs if os.path.basename(exe_of(p)) == "rg"]
             if len(rgs) == 3:
                 niceness = sorted(p.nice() for p in rgs)
                 break
@@ -660,10 +660,3 @@ async def test_each_further_call_of_a_workspace_runs_rg_nicer(tmp_path, make_act
         for call in calls:
             call.cancel()
         await asyncio.gather(*calls, return_exceptions=True)
-
-
-def _exe(p) -> str:
-    try:
-        return os.readlink(f"/proc/{p.pid}/exe")
-    except OSError:
-        return ""

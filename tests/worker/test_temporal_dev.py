@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 import uuid
@@ -17,20 +16,10 @@ from temporalio.worker import Worker
 from fs_search.activities.models import ErrorCode
 from fs_search.worker.app import new_worker
 from tests.helpers import sparse_file, write_tree
-from tests.procs import alive, group
+from tests.procs import alive, group, wait_for_rg
 from tests.workflows_under_test import Calls, CallsWorkflow, CancelOneCallWorkflow, Options
 
 WORKFLOWS = [CallsWorkflow, CancelOneCallWorkflow]
-
-
-async def _wait_for_group(activities, timeout: float = 10.0) -> int:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        groups = activities.executor.live_process_groups
-        if groups:
-            return groups[0]
-        await asyncio.sleep(0.02)
-    raise AssertionError("rg never started")
 
 
 @contextlib.asynccontextmanager
@@ -51,7 +40,7 @@ async def _long_grep(dev_env, make_activities, tmp_path: Path, workflow) -> Asyn
         handle = await dev_env.client.start_workflow(
             workflow.run, spec, id=f"wf-{uuid.uuid4()}", task_queue=queue
         )
-        pgid = await _wait_for_group(acts)
+        pgid = await wait_for_rg(acts)
         assert alive(group(pgid))
         yield handle, pgid
 

@@ -1,4 +1,5 @@
-"""Shared by the agent-framework tests: rg's process group, and what a workflow scheduled."""
+"""Shared by the agent-framework tests: rg's process group, what a workflow scheduled, and
+what every framework's grep turn must show."""
 
 from __future__ import annotations
 
@@ -9,19 +10,7 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 
-from fs_search.activities.search import SearchActivities
-from tests.procs import alive, group
-
-
-async def wait_for_rg(activities: SearchActivities, timeout: float = 15.0) -> int:
-    """The process group of the first rg the activities start (AssertionError if none does)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        groups = activities.executor.live_process_groups
-        if groups:
-            return groups[0]
-        await asyncio.sleep(0.02)
-    raise AssertionError("rg never started")
+from tests.procs import alive, group, wait_for_rg
 
 
 async def gone_within(pgid: int, timeout: float) -> float:
@@ -45,3 +34,23 @@ async def scheduled_activities(handle: WorkflowHandle[Any, Any]) -> list[tuple[s
         async for e in handle.fetch_history_events()
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     ]
+
+
+def assert_grep_turn(out: Any, scheduled: list[tuple[str, str]], queue: str) -> None:
+    """One framework's grep turn: our text back, the searches our activities on ``queue``
+    only (no framework tool activity), and an invalid regex and an unknown argument as
+    ``Error:`` text."""
+    assert out.tool_outputs[0] == "a.py:\n  Line 1: needle = 1"
+    assert [a for a in scheduled if a[0].startswith("fs_search.")] == [
+        ("fs_search.tools", queue),
+        ("fs_search.grep", queue),
+        ("fs_search.grep", queue),
+    ]  # the third grep was refused before scheduling
+    assert not [a for a in scheduled if "tool" in a[0] and a[0] != "fs_search.tools"]
+    assert out.tool_outputs[1].startswith("Error: ") and "regex" in out.tool_outputs[1]
+    # An argument outside the schema is refused by FsSearchTools, as Error: text too.
+    assert out.tool_outputs[2].startswith("Error: ") and "cwd" in out.tool_outputs[2]
+    assert [t["name"] for t in out.tools] == ["glob", "grep"]
+
+
+__all__ = ["assert_grep_turn", "gone_within", "scheduled_activities", "wait_for_rg"]

@@ -28,7 +28,12 @@ from fs_search.workflows import FsSearchPlugin, FsSearchTools, ToolsResult, task
 from fs_search.workflows.openai_agents import function_tools, instructions
 from tests.helpers import sparse_file, write_tree
 from tests.procs import alive, group
-from tests.workflows.agent_frameworks import gone_within, scheduled_activities, wait_for_rg
+from tests.workflows.agent_frameworks import (
+    assert_grep_turn,
+    gone_within,
+    scheduled_activities,
+    wait_for_rg,
+)
 from tests.workflows.openai_agents_workflows import AgentOutcome, AgentRun, OpenAISearchAgent
 
 # FsSearchTools' default heartbeat timeout.
@@ -101,20 +106,8 @@ async def test_grep_turn_reads_our_text_and_errors_keep_the_run_going(
             AgentRun(workspace_id=wsid, prompt="find the needle"),
             runner=None if sandboxed else UnsandboxedWorkflowRunner(),
         )
-    assert out.tool_outputs[0] == "a.py:\n  Line 1: needle = 1"
-    # The searches ran as our activities on the workspace's queue, no tool activity elsewhere.
-    scheduled = SCHEDULED[wsid]
-    assert [a for a in scheduled if a[0].startswith("fs_search.")] == [
-        ("fs_search.tools", task_queue_for(wsid)),
-        ("fs_search.grep", task_queue_for(wsid)),
-        ("fs_search.grep", task_queue_for(wsid)),
-    ]  # the third grep was refused before scheduling
-    assert not [a for a in scheduled if "tool" in a[0] and a[0] != "fs_search.tools"]
-    assert out.tool_outputs[1].startswith("Error: ") and "regex" in out.tool_outputs[1]
-    # An argument outside the schema is refused by FsSearchTools, as Error: text too.
-    assert out.tool_outputs[2].startswith("Error: ") and "cwd" in out.tool_outputs[2]
+    assert_grep_turn(out, SCHEDULED[wsid], task_queue_for(wsid))
     assert out.final_output == "done"
-    assert [t["name"] for t in out.tools] == ["glob", "grep"]
     assert out.instructions == f"{GLOB_PROMPT_HEAD}\n\n{GREP_PROMPT}"
 
 
