@@ -136,6 +136,13 @@ class Workspace:
             raise ValueError(f"workspace {str(root)!r} is not a directory")
         self.root = real
 
+    @property
+    def identity(self) -> tuple[int, int]:
+        """``(st_dev, st_ino)`` of the workspace's root directory: which directory it is,
+        whatever name leads to it now."""
+        st = os.stat(self.root)
+        return st.st_dev, st.st_ino
+
     def contains(self, real_path: str) -> bool:
         """Whether an already-resolved path lies inside the workspace."""
         if self.root == "/":
