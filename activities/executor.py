@@ -9,9 +9,11 @@ import logging
 import os
 import shutil
 import signal
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from fs_search.activities.beneath import Tree
 from fs_search.activities.errors import SearchError
 from fs_search.activities.fifo_watch import watch_fifos
 from fs_search.activities.models import ErrorCode
@@ -78,6 +80,9 @@ class Executor:
         backstop_grace: seconds the backstop adds to a call's budget.
         sandbox: the launcher's restrictions (Landlock, limits) for every run; None runs
             the argv directly (tests of the executor itself).
+        max_running: process groups running at once (None: no limit). A run beyond it
+            waits, first come first served, within its own budget (``phase: "queued"``):
+            however many task queues deliver work, no more rg groups run than this.
     """
 
     def __init__(
@@ -87,12 +92,15 @@ class Executor:
         kill_grace: float = 0.5,
         backstop_grace: float = 2.0,
         sandbox: Sandbox | None = None,
+        max_running: int | None = None,
     ) -> None:
         self._backstop = backstop
         self.sandbox = sandbox
         self._kill_grace = kill_grace
         self._backstop_grace = backstop_grace
         self._live: set[asyncio.subprocess.Process] = set()
+        self.max_running = max_running
+        self._gate = asyncio.Semaphore(max_running) if max_running else None
 
     @property
     def live_process_groups(self) -> list[int]:
@@ -103,11 +111,11 @@ class Executor:
         self,
         argv: Sequence[str],
         *,
-        cwd: str,
+        cwd: str | int,
         timeout_s: float,
         max_stdout: int,
         progress: Progress | None = None,
-        workspace: str | None = None,
+        tree: Tree | None = None,
         nice: int = 0,
     ) -> RgRun:
         """Run ``argv`` in ``cwd`` and collect its output.
@@ -117,12 +125,14 @@ class Executor:
 
         Args:
             argv: the command; argv[0] is an absolute path.
-            cwd: working directory.
+            cwd: working directory: a descriptor of it (the program starts in exactly that
+                directory, whatever its name leads to by then), or a trusted path.
             timeout_s: the budget; when it runs out the group is killed.
             max_stdout: stdout beyond this many bytes kills the group at once.
             progress: updated with the bytes read so far.
-            workspace: the only tree the program may read (Landlock), and where a FIFO it
-                blocks on may be unblocked; None: nothing beyond the program itself.
+            tree: the only directory the program may read (Landlock, from its held
+                descriptor), and where a FIFO it blocks on may be unblocked; None: nothing
+                beyond the program itself.
             nice: the CPU niceness of the whole process group (0: unchanged).
 
         Raises:
@@ -130,16 +140,50 @@ class Executor:
                 SEARCH_FAILED (the program could not be started).
             asyncio.CancelledError: after the group was killed.
         """
+        if self._gate is None:
+            return await self._run(argv, cwd, timeout_s, max_stdout, progress, tree, nice)
+        waited = time.monotonic()
+        if self._gate.locked() and progress is not None:
+            progress.phase = "queued"
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._gate.acquire()
+        except TimeoutError:
+            raise _over_budget(timeout_s, queued=True) from None
+        try:
+            if progress is not None:
+                progress.phase = "rg"
+            remaining = timeout_s - (time.monotonic() - waited)
+            if remaining <= 0:
+                raise _over_budget(timeout_s, queued=True)
+            return await self._run(argv, cwd, remaining, max_stdout, progress, tree, nice)
+        finally:
+            self._gate.release()
+
+    async def _run(
+        self,
+        argv: Sequence[str],
+        cwd: str | int,
+        timeout_s: float,
+        max_stdout: int,
+        progress: Progress | None,
+        tree: Tree | None,
+        nice: int,
+    ) -> RgRun:
         full = list(argv)
+        inherit = [fd for fd in (cwd, tree.fd if tree else None) if isinstance(fd, int)]
+        run_in = f"/proc/self/fd/{cwd}" if isinstance(cwd, int) else cwd
         if self.sandbox is not None:
-            full = self.sandbox.wrap(full, readable=[workspace] if workspace else [])
+            full = self.sandbox.wrap(full, readable=[tree.fd] if tree else [])
         if self._backstop:
             budget = max(timeout_s, 0.001) + self._backstop_grace
             full = [self._backstop, "--signal=KILL", f"{budget:.3f}s", *full]
         try:
             proc = await asyncio.create_subprocess_exec(
                 *full,
-                cwd=cwd,
+                # The kernel's own link to the open directory: the child changes into it.
+                cwd=run_in,
+                pass_fds=inherit,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
@@ -147,7 +191,15 @@ class Executor:
                 start_new_session=True,
                 limit=_CHUNK,
             )
-        except (FileNotFoundError, PermissionError) as e:
+        except OSError as e:
+            if e.filename == run_in:
+                # Named in our words: the path is the worker's, not the model's.
+                raise SearchError(
+                    ErrorCode.SEARCH_FAILED,
+                    f"the search directory cannot be entered: {e.strerror}",
+                ) from e
+            if not isinstance(e, (FileNotFoundError, PermissionError)):
+                raise
             raise SearchError(
                 ErrorCode.SEARCH_FAILED, f"ripgrep could not be started: {e.strerror} ({argv[0]})"
             ) from e
@@ -158,7 +210,7 @@ class Executor:
                 os.setpriority(os.PRIO_PGRP, proc.pid, nice)
         _widen_pipe(proc)
         try:
-            return await self._collect(proc, argv, timeout_s, max_stdout, progress, workspace)
+            return await self._collect(proc, argv, timeout_s, max_stdout, progress, tree)
         finally:
             self._live.discard(proc)
 
@@ -169,11 +221,11 @@ class Executor:
         timeout_s: float,
         max_stdout: int,
         progress: Progress | None,
-        workspace: str | None,
+        tree: Tree | None,
     ) -> RgRun:
         assert proc.stdout is not None and proc.stderr is not None
         stderr_task = asyncio.ensure_future(_read_bounded(proc.stderr, _STDERR_KEEP))
-        watch = asyncio.ensure_future(watch_fifos(proc.pid, workspace)) if workspace else None
+        watch = asyncio.ensure_future(watch_fifos(proc.pid, tree)) if tree else None
         chunks: list[bytes] = []
         read = 0
         try:
@@ -194,11 +246,7 @@ class Executor:
                 stderr = await stderr_task
         except TimeoutError:
             await self._kill(proc)
-            raise SearchError(
-                ErrorCode.SEARCH_ABORTED,
-                f"the search did not finish within its {timeout_s * 1000:.0f} ms budget "
-                "and was stopped; narrow the pattern or path",
-            ) from None
+            raise _over_budget(timeout_s, queued=False) from None
         except BaseException:
             # Cancellation (or overflow): the group dies before the error propagates.
             await self._kill(proc)
@@ -267,6 +315,20 @@ class Executor:
         for proc in procs:
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(proc.wait(), 2)
+
+
+def _over_budget(timeout_s: float, *, queued: bool) -> SearchError:
+    if queued:
+        return SearchError(
+            ErrorCode.SEARCH_ABORTED,
+            f"the search waited its whole {timeout_s * 1000:.0f} ms budget for this worker's "
+            "other searches to finish and did not run; try again, or narrow the searches",
+        )
+    return SearchError(
+        ErrorCode.SEARCH_ABORTED,
+        f"the search did not finish within its {timeout_s * 1000:.0f} ms budget "
+        "and was stopped; narrow the pattern or path",
+    )
 
 
 def _widen_pipe(proc: asyncio.subprocess.Process) -> None:

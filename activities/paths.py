@@ -1,12 +1,16 @@
-"""Resolve a request's cwd and path inside the workspace: confinement, existence, display."""
+"""Resolve a request's cwd and path beneath the held workspace root: confinement, existence,
+display."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 import stat
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from fs_search.activities.beneath import Found, Missing, Outside, Parts, Tree, Unresolvable
 from fs_search.activities.command import VCS_DIRS
 from fs_search.activities.errors import SearchError, invalid_argument
 from fs_search.activities.models import ErrorCode
@@ -17,8 +21,8 @@ class SearchTarget:
     """Where rg runs and how its paths are shown.
 
     Attributes:
-        run_dir: rg's working directory (a real path inside the workspace): the search
-            root, or the directory of a file target.
+        run_dir: rg's working directory as a path inside the workspace (for logs: rg is
+            started in it by descriptor): the search root, or the directory of a file target.
         file_arg: the file name passed to rg for a file target, else None (rg searches
             its working directory).
         prefix: the normalised ``path`` the model gave ('' when omitted), joined in front
@@ -54,185 +58,160 @@ def join_display(prefix: str, rel: str) -> str:
     return prefix + rel if prefix.endswith("/") else f"{prefix}/{rel}"
 
 
-# The kernel's own limit on symlinks followed in one lookup (Linux MAXSYMLINKS).
-_MAX_SYMLINKS = 40
-
-
-class Unresolvable(Exception):
-    """A path that cannot be resolved strictly (a loop, a non-directory in the middle, ...)."""
-
-
-class Missing(Exception):
-    """A component does not exist; ``lexical`` is where the rest of the path points as text."""
-
-    def __init__(self, lexical: str) -> None:
-        super().__init__(lexical)
-        self.lexical = lexical
-
-
-def resolve_strict(base: str, path: str) -> str:
-    """The physical path ``path`` names from the physical directory ``base``.
-
-    Every symlink is followed one component at a time, as the kernel would, so a ``..``
-    after a symlink climbs from where the link led. Unlike Python 3.11's non-strict
-    ``os.path.realpath``, nothing is ever normalised as text after a failed lookup.
-
-    Raises:
-        Unresolvable: a loop, too many links, a non-directory before the last component,
-            a component that cannot be examined (permission), a NUL or an over-long name.
-        Missing: a component does not exist.
-    """
-    if "\x00" in path:
-        raise Unresolvable("it contains a NUL character")
-    current = "/" if path.startswith("/") else base
-    pending = [c for c in reversed(path.split("/")) if c]
-    hops = 0
-    while pending:
-        part = pending.pop()
-        if part == ".":
-            continue
-        if part == "..":
-            current = os.path.dirname(current)
-            continue
-        candidate = os.path.join(current, part)
-        try:
-            st = os.lstat(candidate)
-        except FileNotFoundError:
-            rest = [candidate, *reversed(pending)]
-            raise Missing(posixpath.normpath(posixpath.join(*rest))) from None
-        except NotADirectoryError:
-            raise Unresolvable("a component before the last is not a directory") from None
-        except OSError as e:
-            raise Unresolvable(e.strerror or type(e).__name__) from None
-        if stat.S_ISLNK(st.st_mode):
-            hops += 1
-            if hops > _MAX_SYMLINKS:
-                raise Unresolvable("it has a symlink loop or too many symlinks")
-            try:
-                link = os.readlink(candidate)
-            except OSError as e:
-                raise Unresolvable(e.strerror or type(e).__name__) from None
-            if link.startswith("/"):
-                current = "/"
-            pending.extend(c for c in reversed(link.split("/")) if c)
-            continue
-        if pending and not stat.S_ISDIR(st.st_mode):
-            raise Unresolvable("a component before the last is not a directory")
-        current = candidate
-    return current
+def _vcs(parts: Sequence[str]) -> bool:
+    return any(part in VCS_DIRS for part in parts)
 
 
 class Workspace:
-    """The directory tree a worker owns; nothing outside it is ever searched."""
+    """The directory tree a worker owns, held by descriptor; nothing outside it is searched.
+
+    The root is opened once, here (``O_PATH``), and every ``cwd``/``path`` is resolved
+    beneath that descriptor (:mod:`fs_search.activities.beneath`): renaming or replacing
+    the root's name later never changes which directory this workspace is.
+    """
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         try:
-            real = os.path.realpath(root, strict=True)
+            self.tree = Tree(root, names=[os.fspath(root)])
+        except NotADirectoryError:
+            raise ValueError(f"workspace {str(root)!r} is not a directory") from None
         except OSError:
             raise ValueError(
                 f"workspace {str(root)!r} does not exist or cannot be resolved"
             ) from None
-        if not os.path.isdir(real):
-            raise ValueError(f"workspace {str(root)!r} is not a directory")
-        self.root = real
+        self.root = self.tree.path
 
     @property
     def identity(self) -> tuple[int, int]:
-        """``(st_dev, st_ino)`` of the workspace's root directory: which directory it is,
+        """``(st_dev, st_ino)`` of the held root directory: which directory it is,
         whatever name leads to it now."""
-        st = os.stat(self.root)
-        return st.st_dev, st.st_ino
+        return self.tree.identity
 
-    def contains(self, real_path: str) -> bool:
-        """Whether an already-resolved path lies inside the workspace."""
-        if self.root == "/":
-            return real_path.startswith("/")
-        return real_path == self.root or real_path.startswith(self.root + os.sep)
-
-    def relative(self, real_path: str) -> str:
-        """A resolved path inside the workspace, relative to its root ('.' for the root)."""
-        return os.path.relpath(real_path, self.root)
-
-    def resolve_cwd(self, cwd: str | None) -> str:
-        """The real directory a request's ``cwd`` names (default: the workspace root)."""
-        if cwd is None or cwd == "":
-            return self.root
-        real = self._real(self.root, cwd, "cwd")
-        if real is None or not os.path.isdir(real):
-            raise invalid_argument(f"cwd {cwd!r} does not exist or is not a directory")
-        return real
+    def close(self) -> None:
+        """Release the root's descriptor."""
+        self.tree.close()
 
     def target(self, *, cwd: str | None, path: str | None, tool: str) -> SearchTarget:
-        """Resolve ``path`` against ``cwd`` for ``tool`` ("glob" or "grep").
+        """Resolve ``path`` against ``cwd`` for ``tool`` ("glob" or "grep"), without keeping
+        a descriptor (see :meth:`opened`)."""
+        with self.opened(cwd=cwd, path=path, tool=tool) as (target, _fd):
+            return target
+
+    @contextlib.contextmanager
+    def opened(
+        self, *, cwd: str | None, path: str | None, tool: str
+    ) -> Iterator[tuple[SearchTarget, int]]:
+        """Resolve ``path`` against ``cwd`` for ``tool`` ("glob" or "grep"): the target, and
+        an ``O_PATH`` descriptor of the directory rg runs in (closed on exit).
 
         Precedence follows the contract: argument errors (outside the workspace, VCS
         metadata, glob on a file) before existence errors (SEARCH_FAILED).
         """
-        run_cwd = self.resolve_cwd(cwd)
-        if not path:
-            return SearchTarget(run_dir=run_cwd, file_arg=None, prefix="", root=".")
-        real = self._real(run_cwd, path, "path")
-        if real is None:
-            raise SearchError(ErrorCode.SEARCH_FAILED, f"path {path!r} does not exist")
-        prefix = normalise_display(path)
-        if self._quiet(run_cwd, prefix or ".") != real:
-            # A symlink before a "..": the lexical form names another place, so paths are
-            # shown under the path exactly as given, which the filesystem resolves right.
-            prefix = path.rstrip("/") or path
-        if not prefix:
-            return SearchTarget(run_dir=real, file_arg=None, prefix="", root=".")
-        try:
-            st = os.stat(real)
-        except FileNotFoundError:
-            raise SearchError(ErrorCode.SEARCH_FAILED, f"path {path!r} does not exist") from None
-        except OSError as e:
-            raise SearchError(
-                ErrorCode.SEARCH_FAILED, f"path {path!r} cannot be read: {e.strerror}"
-            ) from None
-        if stat.S_ISDIR(st.st_mode):
-            if not os.access(real, os.R_OK | os.X_OK):
+        run_cwd = self._cwd(cwd)
+        with contextlib.ExitStack() as held:
+            held.callback(run_cwd.close)
+            if not path:
+                yield self._in(run_cwd.parts, None, "", "."), run_cwd.fd
+                return
+            found = self._find(run_cwd.parts, path, "path")
+            if found is None:
+                raise SearchError(ErrorCode.SEARCH_FAILED, f"path {path!r} does not exist")
+            held.callback(found.close)
+            prefix = normalise_display(path)
+            if self._quiet(run_cwd.parts, prefix or ".") != found.parts:
+                # A symlink before a "..": the lexical form names another place, so paths are
+                # shown under the path exactly as given, which the filesystem resolves right.
+                prefix = path.rstrip("/") or path
+            if not prefix:
+                yield self._in(found.parts, None, "", "."), found.fd
+                return
+            mode = found.st.st_mode
+            if stat.S_ISDIR(mode):
+                if not _may(found.fd, os.R_OK | os.X_OK):
+                    raise SearchError(ErrorCode.SEARCH_FAILED, f"path {path!r} cannot be read")
+                yield self._in(found.parts, None, prefix, prefix), found.fd
+                return
+            if tool == "glob":
+                raise invalid_argument(
+                    f"path {path!r} is not a directory; glob searches directories"
+                )
+            if not stat.S_ISREG(mode):
+                # A FIFO or device named explicitly would block rg or read forever.
+                raise SearchError(
+                    ErrorCode.SEARCH_FAILED, f"path {path!r} is not a regular file or directory"
+                )
+            if not _may(found.fd, os.R_OK):
                 raise SearchError(ErrorCode.SEARCH_FAILED, f"path {path!r} cannot be read")
-            return SearchTarget(run_dir=real, file_arg=None, prefix=prefix, root=prefix)
-        if tool == "glob":
-            raise invalid_argument(f"path {path!r} is not a directory; glob searches directories")
-        if not stat.S_ISREG(st.st_mode):
-            # A FIFO or device named explicitly would block rg or read forever.
-            raise SearchError(
-                ErrorCode.SEARCH_FAILED, f"path {path!r} is not a regular file or directory"
-            )
-        if not os.access(real, os.R_OK):
-            raise SearchError(ErrorCode.SEARCH_FAILED, f"path {path!r} cannot be read")
-        run_dir, name = os.path.split(real)
-        return SearchTarget(run_dir=run_dir, file_arg=name, prefix=prefix, root=prefix)
+            # rg runs in the file's directory, by descriptor, and is given its name.
+            parent = self._reopen(found.parts[:-1], path)
+            held.callback(parent.close)
+            yield self._in(parent.parts, found.parts[-1], prefix, prefix), parent.fd
 
-    def _real(self, base: str, given: str, field: str) -> str | None:
-        """``given`` resolved strictly from ``base``; None when it does not exist.
+    def _in(self, parts: Parts, file_arg: str | None, prefix: str, root: str) -> SearchTarget:
+        run_dir = os.path.join(self.root, *parts) if parts else self.root
+        return SearchTarget(run_dir=run_dir, file_arg=file_arg, prefix=prefix, root=root)
+
+    def _cwd(self, cwd: str | None) -> Found:
+        """The directory a request's ``cwd`` names (default: the workspace root)."""
+        if cwd is None or cwd == "":
+            return self.tree.resolve(".")
+        found = self._find((), cwd, "cwd")
+        if found is not None and stat.S_ISDIR(found.st.st_mode):
+            return found
+        if found is not None:
+            found.close()
+        raise invalid_argument(f"cwd {cwd!r} does not exist or is not a directory")
+
+    def _find(self, start: Parts, given: str, field: str) -> Found | None:
+        """``given`` resolved beneath the root from ``start``; None when it does not exist.
 
         Raises:
-            SearchError: INVALID_ARGUMENT when it cannot be resolved, lies outside the
-                workspace or names VCS metadata.
+            SearchError: INVALID_ARGUMENT when it cannot be resolved, leads outside the
+                workspace or names VCS metadata. Whatever lies outside, the answer for a
+                path that leaves is the same, and nothing outside is looked up.
         """
-        if any(part in VCS_DIRS for part in given.split("/")):
+        if _vcs(given.split("/")):
             raise invalid_argument(f"{field} {given!r} names VCS metadata, which is never searched")
         try:
-            real: str | None = resolve_strict(base, given)
-            lexical = real
+            found: Found | None = self.tree.resolve(given, start=start)
+            parts = found.parts if found else ()
+        except Outside:
+            raise invalid_argument(
+                f"{field} {given!r} is outside the workspace (symlinks are followed)"
+            ) from None
         except Unresolvable as e:
             raise invalid_argument(f"{field} {given!r} cannot be resolved: {e}") from None
         except Missing as e:
-            real, lexical = None, e.lexical
-        assert lexical is not None
-        if not self.contains(lexical):
-            raise invalid_argument(
-                f"{field} {given!r} is outside the workspace (symlinks are followed)"
-            )
-        if any(part in VCS_DIRS for part in self.relative(lexical).split(os.sep)):
+            found, parts = None, e.parts
+        if _vcs(parts):
+            if found is not None:
+                found.close()
             raise invalid_argument(f"{field} {given!r} names VCS metadata, which is never searched")
-        return real
+        return found
 
-    @staticmethod
-    def _quiet(base: str, path: str) -> str | None:
+    def _reopen(self, parts: Parts, given: str) -> Found:
+        """The directory ``parts`` opened again (the parent of a file target)."""
         try:
-            return resolve_strict(base, path)
-        except (Unresolvable, Missing):
+            found = self.tree.resolve_parts(parts)
+        except (Outside, Unresolvable, Missing):
+            found = None
+        if found is not None and stat.S_ISDIR(found.st.st_mode):
+            return found
+        if found is not None:
+            found.close()
+        raise invalid_argument(
+            f"path {given!r} cannot be resolved: it changed while it was being resolved"
+        )
+
+    def _quiet(self, start: Parts, path: str) -> Parts | None:
+        try:
+            found = self.tree.resolve(path, start=start)
+        except (Outside, Unresolvable, Missing):
             return None
+        found.close()
+        return found.parts
+
+
+def _may(fd: int, mode: int) -> bool:
+    """``access(2)`` on what a descriptor names (through the kernel's own link to it)."""
+    return os.access(f"/proc/self/fd/{fd}", mode)

@@ -18,6 +18,7 @@ from typing import Generic, Literal, Protocol, TypeVar
 from opentelemetry.trace import Span
 
 from fs_search.activities import parse
+from fs_search.activities.beneath import Tree
 from fs_search.activities.checks import budget_s, check_request
 from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.errors import (
@@ -121,13 +122,14 @@ class SearchSpec(ABC, Generic[Req, D, Res]):
 
 
 @functools.cache
-def _empty() -> tempfile.TemporaryDirectory[str]:
-    return tempfile.TemporaryDirectory(prefix="fs-search-empty-")
+def _empty() -> tuple[tempfile.TemporaryDirectory[str], Tree]:
+    made = tempfile.TemporaryDirectory(prefix="fs-search-empty-")
+    return made, Tree(made.name)
 
 
-def empty_dir() -> str:
+def empty_dir() -> Tree:
     """Where a suspected pattern error is confirmed: rg sees no tree there (one per process)."""
-    return _empty().name
+    return _empty()[1]
 
 
 class Pipeline:
@@ -184,24 +186,24 @@ class Pipeline:
     async def _run(self, spec: SearchSpec[Req, D, Res], req: Req, progress: Progress) -> Res:
         check_request(req)
         budget = budget_s(req.timeout_ms, cap_ms=self.config.timeout_ms)
-        target = self.workspace.target(cwd=req.cwd, path=req.path, tool=spec.name)
-        rg = self._rg()
+        with self.workspace.opened(cwd=req.cwd, path=req.path, tool=spec.name) as (target, at):
+            rg = self._rg()
 
-        async def run_rg(argv: list[str]) -> RgRun:
-            return await self.executor.run(
-                argv,
-                cwd=target.run_dir,
-                timeout_s=budget,
-                max_stdout=self.config.raw_output_max_bytes,
-                progress=progress,
-                workspace=self.workspace.root,
-                nice=self._nice(),
-            )
+            async def run_rg(argv: list[str]) -> RgRun:
+                return await self.executor.run(
+                    argv,
+                    cwd=at,
+                    timeout_s=budget,
+                    max_stdout=self.config.raw_output_max_bytes,
+                    progress=progress,
+                    tree=self.workspace.tree,
+                    nice=self._nice(),
+                )
 
-        with self._rg_span(spec.name, progress) as span:
-            searched = await spec.search(req, target=target, rg=rg, run=run_rg)
-            span.set_attribute("fs_search.exit_code", searched.run.returncode)
-            partial = await self._outcome(searched, budget, file_arg=target.file_arg)
+            with self._rg_span(spec.name, progress) as span:
+                searched = await spec.search(req, target=target, rg=rg, run=run_rg)
+                span.set_attribute("fs_search.exit_code", searched.run.returncode)
+                partial = await self._outcome(searched, budget, file_arg=target.file_arg)
         with self._phase("parse", progress):
             # Parsed once rg is done (overflowing output is never parsed), off the event
             # loop: in a helper process when large, so concurrent searches use every core.
@@ -274,12 +276,13 @@ class Pipeline:
             pass
         # rg's complaint may come from an ignore file in the tree: only a run that sees
         # nothing but the request (an empty directory) may be quoted to the model.
+        empty = empty_dir()
         clean = await self.executor.run(
             searched.clean_argv,
-            cwd=empty_dir(),
+            cwd=empty.fd,
             timeout_s=min(budget_s, 5.0),
             max_stdout=64 * 1024,
-            workspace=empty_dir(),
+            tree=empty,
         )
         if clean.returncode == 2 and is_invalid_pattern(clean.stderr):
             raise SearchError(ErrorCode.SEARCH_INVALID_PATTERN, pattern_error_message(clean.stderr))

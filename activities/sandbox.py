@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from fs_search.activities.config import ConfigError
+from fs_search.activities.loader import LoaderUnknown, loader_files
 from fs_search.activities.sandbox_launch import landlock_abi
 
 log = logging.getLogger(__name__)
@@ -41,11 +42,14 @@ class Sandbox:
     Attributes:
         landlock_abi: the kernel's Landlock ABI (0: no ruleset is applied).
         memory_mb: rg's address-space limit.
+        loader: the files rg's dynamic loader opens (granted one by one, never their
+            directories).
         python: the interpreter that runs the launcher (isolated mode, no site).
     """
 
     landlock_abi: int
     memory_mb: int
+    loader: tuple[str, ...] = ()
     python: str = field(default_factory=launcher_python)
 
     @property
@@ -53,28 +57,52 @@ class Sandbox:
         """What ``fs_search.tools`` reports: ``"landlock"`` or ``"none"``."""
         return "landlock" if self.landlock_abi else "none"
 
-    def wrap(self, argv: Sequence[str], *, readable: Sequence[str] = ()) -> list[str]:
-        """``argv`` run through the launcher: limited, and confined to reading ``readable``."""
+    def wrap(self, argv: Sequence[str], *, readable: Sequence[int] = ()) -> list[str]:
+        """``argv`` run through the launcher: limited, and confined to reading beneath the
+        directories open as the (inherited) descriptors ``readable``."""
         options = ["--memory-mb", str(self.memory_mb)]
         if self.landlock_abi:
             options += ["--landlock-abi", str(self.landlock_abi)]
-            for path in readable:
-                options += ["--read", path]
+            for fd in readable:
+                options += ["--read-fd", str(fd)]
+            for path in self.loader:
+                options += ["--file", path]
         return [self.python, "-I", "-S", LAUNCHER, *options, "--", *argv]
 
 
-def sandbox_for(setting: str, memory_mb: int, *, abi: int | None = None) -> Sandbox:
-    """The sandbox ``FS_SEARCH_SANDBOX`` asks for on this kernel.
+def sandbox_for(
+    setting: str, memory_mb: int, *, program: str | None, abi: int | None = None
+) -> Sandbox:
+    """The sandbox ``FS_SEARCH_SANDBOX`` asks for on this kernel, for running ``program``.
 
-    ``abi`` is the kernel's Landlock ABI (probed when None; 0 means no Landlock).
+    ``abi`` is the kernel's Landlock ABI (probed when None; 0 means no Landlock). The files
+    ``program``'s loader opens are listed once, here (None: no program, nothing to list).
 
     Raises:
-        SandboxUnavailable: ``required`` and the kernel has no Landlock.
+        SandboxUnavailable: ``required`` and the kernel has no Landlock, or the loader's
+            files could not be determined.
     """
     if setting == "off":
         abi = 0
     elif abi is None:
         abi = landlock_abi()
+    loader: tuple[str, ...] = ()
+    if abi and program is not None:
+        try:
+            loader = loader_files(program)
+        except LoaderUnknown as e:
+            if setting == "required":
+                raise SandboxUnavailable(
+                    f"FS_SEARCH_SANDBOX=required but the files {program}'s loader opens could "
+                    f"not be determined ({e}); refusing to start"
+                ) from None
+            log.warning(
+                "cannot list the files %s's loader opens (%s): rg runs without kernel "
+                "confinement; set FS_SEARCH_SANDBOX=required to refuse this",
+                program,
+                e,
+            )
+            abi = 0
     if abi == 0 and setting == "required":
         raise SandboxUnavailable(
             "FS_SEARCH_SANDBOX=required but this kernel has no Landlock (Linux >= 5.13 with "
@@ -85,4 +113,4 @@ def sandbox_for(setting: str, memory_mb: int, *, abi: int | None = None) -> Sand
             "this kernel has no Landlock: rg runs without kernel confinement (path checks "
             "and resource limits still apply); set FS_SEARCH_SANDBOX=required to refuse this"
         )
-    return Sandbox(landlock_abi=abi, memory_mb=memory_mb)
+    return Sandbox(landlock_abi=abi, memory_mb=memory_mb, loader=loader)

@@ -5,12 +5,18 @@ The executor starts ``python -I -S sandbox_launch.py [options] -- rg ...`` betwe
 then execs rg in place (same pid, same process group), so rg inherits every restriction
 and nothing of the multi-threaded worker runs between fork and exec.
 
-Options (each once):
+Options:
   --memory-mb N       RLIMIT_AS for rg (no core files and no file writes always)
   --landlock-abi N    restrict with Landlock, using the ABI the worker probed at start-up
                       (0 or absent: no Landlock ruleset)
-  --read DIR          under Landlock, rg may read files and list directories beneath DIR
-                      (may repeat; none: rg can read nothing but itself and its loader)
+  --read-fd N         under Landlock, rg may read files and list directories beneath the
+                      directory open as descriptor N (inherited from the worker, which holds
+                      the workspace root: never a name looked up again here); may repeat;
+                      none: rg can read nothing but itself and its loader's files
+  --file PATH         under Landlock, rg's loader may read (and map) this one file; may
+                      repeat (the worker lists exactly what rg's loader opens)
+
+Every descriptor above 2 is closed before rg runs.
 
 Exit 125 with one line on stderr when a restriction cannot be applied: rg never runs
 unconfined by accident.
@@ -33,8 +39,6 @@ _EXECUTE, _WRITE_FILE, _READ_FILE, _READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
 _FS_RIGHTS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1 << 16) - 1}
 _NET_TCP = (1 << 0) | (1 << 1)  # bind and connect (ABI 4)
 _SCOPES = (1 << 0) | (1 << 1)  # abstract unix sockets and signals (ABI 6)
-# What rg's dynamic loader opens: the system library directories and its cache.
-_LOADER_PATHS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64", "/etc/ld.so.cache")
 _FAILED = 125
 
 
@@ -68,8 +72,9 @@ def _check(libc: ctypes.CDLL, result: int, what: str) -> int:
     return result
 
 
-def restrict(abi: int, readable: list[str], executable: str) -> None:
-    """Restrict this process (and what it execs) to reading ``readable`` and running rg."""
+def restrict(abi: int, readable: list[int], files: list[str], executable: str) -> None:
+    """Restrict this process (and what it execs) to reading beneath the directories open as
+    ``readable``, reading ``files`` and running ``executable``."""
     libc = _libc()
     libc.syscall.restype = ctypes.c_long
     handled = _fs_rights(abi)
@@ -86,30 +91,30 @@ def restrict(abi: int, readable: list[str], executable: str) -> None:
         ),
         "landlock_create_ruleset",
     )
-    rules = [(path, _READ_FILE | _READ_DIR) for path in readable]
-    rules.append((executable, _EXECUTE | _READ_FILE))
-    rules += [
-        (p, _EXECUTE | _READ_FILE | (_READ_DIR if os.path.isdir(p) else 0))
-        for p in _LOADER_PATHS
-        if os.path.exists(p)
-    ]
-    for path, rights in rules:
+
+    def add(fd: int, rights: int, what: str) -> None:
+        rule = ctypes.create_string_buffer(struct.pack("=Qi", rights & handled, fd), 12)
+        _check(
+            libc,
+            libc.syscall(
+                ctypes.c_long(_SYS_ADD_RULE),
+                ctypes.c_int(ruleset),
+                ctypes.c_int(_RULE_PATH_BENEATH),
+                rule,
+                ctypes.c_uint32(0),
+            ),
+            f"landlock_add_rule({what})",
+        )
+
+    for fd in readable:
+        add(fd, _READ_FILE | _READ_DIR, f"descriptor {fd}")
+    # Files only (a rule on a file takes file rights only): rg and its loader's files.
+    for path, rights in [(executable, _EXECUTE | _READ_FILE)] + [
+        (p, _EXECUTE | _READ_FILE) for p in files
+    ]:
         fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
         try:
-            if not os.path.isdir(path):
-                rights &= _EXECUTE | _WRITE_FILE | _READ_FILE
-            rule = ctypes.create_string_buffer(struct.pack("=Qi", rights & handled, fd), 12)
-            _check(
-                libc,
-                libc.syscall(
-                    ctypes.c_long(_SYS_ADD_RULE),
-                    ctypes.c_int(ruleset),
-                    ctypes.c_int(_RULE_PATH_BENEATH),
-                    rule,
-                    ctypes.c_uint32(0),
-                ),
-                f"landlock_add_rule({path})",
-            )
+            add(fd, rights, path)
         finally:
             os.close(fd)
     _check(libc, libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
@@ -132,11 +137,14 @@ def limit(memory_mb: int) -> None:
 def main(argv: list[str]) -> None:
     split = argv.index("--")
     options, command = argv[:split], argv[split + 1 :]
-    readable: list[str] = []
+    readable: list[int] = []
+    files: list[str] = []
     memory_mb, abi = 0, 0
     for flag, value in zip(options[::2], options[1::2], strict=True):
-        if flag == "--read":
-            readable.append(value)
+        if flag == "--read-fd":
+            readable.append(int(value))
+        elif flag == "--file":
+            files.append(value)
         elif flag == "--memory-mb":
             memory_mb = int(value)
         elif flag == "--landlock-abi":
@@ -146,7 +154,9 @@ def main(argv: list[str]) -> None:
     if memory_mb:
         limit(memory_mb)
     if abi:
-        restrict(abi, readable, command[0])
+        restrict(abi, readable, files, command[0])
+    # rg keeps nothing of the worker's: the workspace and cwd descriptors are done with.
+    os.closerange(3, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
     os.execv(command[0], command)
 
 

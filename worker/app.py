@@ -113,10 +113,12 @@ async def build_services(
     telemetry: SearchTelemetry | None = None,
 ) -> Services:
     """Probe rg and open the storage, once per process."""
-    executor = executor or Executor(
-        backstop=default_backstop(), sandbox=sandbox_for(config.sandbox, config.rg_memory_mb)
-    )
     rg_path = config.rg_path or find_binary("rg")
+    executor = executor or Executor(
+        backstop=default_backstop(),
+        sandbox=sandbox_for(config.sandbox, config.rg_memory_mb, program=rg_path),
+        max_running=config.max_concurrent_searches,
+    )
     rg = await probe_rg(executor, rg_path)
     if rg.path is None:
         log.warning("%s; glob and grep will fail with SEARCH_FAILED", rg.reason)

@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from fs_search.activities.errors import SearchError
+from fs_search.activities.beneath import Tree
 from fs_search.activities.executor import Executor, default_backstop
 from fs_search.activities.models import ErrorCode
 from fs_search.activities.progress import Progress
@@ -24,11 +25,11 @@ MEMORY_MB = 512
 
 
 @pytest.fixture
-def executor() -> Executor:
+def executor(rg_bin) -> Executor:
     """The worker's executor: coreutils `timeout` backstop and the configured sandbox."""
     backstop = default_backstop()
     assert backstop is not None
-    return Executor(backstop=backstop, sandbox=sandbox_for("auto", MEMORY_MB))
+    return Executor(backstop=backstop, sandbox=sandbox_for("auto", MEMORY_MB, program=rg_bin))
 
 
 @pytest.fixture
@@ -62,7 +63,7 @@ async def test_budget_kills_the_whole_group(executor, huge, rg_bin):
     """A run past its budget is SEARCH_ABORTED and every process of its group is gone."""
     task = asyncio.ensure_future(
         executor.run(
-            grep_argv(rg_bin), cwd=str(huge), timeout_s=1.0, max_stdout=1 << 20, workspace=str(huge)
+            grep_argv(rg_bin), cwd=str(huge), timeout_s=1.0, max_stdout=1 << 20, tree=Tree(huge)
         )
     )
     [(_, members)] = await members_when_running(executor, os.path.realpath(rg_bin))
@@ -77,7 +78,7 @@ async def test_cancellation_kills_the_group_and_reraises(executor, huge, rg_bin)
     """Cancelling a run kills its group before CancelledError propagates."""
     task = asyncio.ensure_future(
         executor.run(
-            grep_argv(rg_bin), cwd=str(huge), timeout_s=60, max_stdout=1 << 20, workspace=str(huge)
+            grep_argv(rg_bin), cwd=str(huge), timeout_s=60, max_stdout=1 << 20, tree=Tree(huge)
         )
     )
     [(_, members)] = await members_when_running(executor, os.path.realpath(rg_bin))
@@ -99,7 +100,7 @@ async def test_overflow_kills_the_group_at_the_cap(executor, tmp_path, rg_bin):
             timeout_s=30,
             max_stdout=200_000,
             progress=progress,
-            workspace=str(ws),
+            tree=Tree(ws),
         )
     assert info.value.code == ErrorCode.SEARCH_RAW_OUTPUT_OVERFLOW
     assert 200_000 < progress.raw_bytes < 10_000_000
@@ -116,7 +117,7 @@ async def test_kill_all_stops_every_running_group(executor, huge, rg_bin):
                 cwd=str(huge),
                 timeout_s=60,
                 max_stdout=1 << 20,
-                workspace=str(huge),
+                tree=Tree(huge),
             )
         )
         for _ in range(2)
@@ -134,17 +135,16 @@ async def test_kill_all_stops_every_running_group(executor, huge, rg_bin):
 async def test_rg_runs_under_the_backstop_and_the_sandbox_launcher(executor, huge, rg_bin):
     """The group leader is `timeout --signal=KILL <budget + grace>` running the launcher with
     the memory limit and the workspace as the only readable tree; rg inherits the limit."""
+    tree = Tree(huge)
     task = asyncio.ensure_future(
-        executor.run(
-            grep_argv(rg_bin), cwd=str(huge), timeout_s=30, max_stdout=1 << 20, workspace=str(huge)
-        )
+        executor.run(grep_argv(rg_bin), cwd=str(huge), timeout_s=30, max_stdout=1 << 20, tree=tree)
     )
     try:
         [(pgid, members)] = await members_when_running(executor, os.path.realpath(rg_bin))
         leader = psutil.Process(pgid)
         sandbox = executor.sandbox
         assert sandbox is not None
-        wrapped = sandbox.wrap(grep_argv(rg_bin), readable=[str(huge)])
+        wrapped = sandbox.wrap(grep_argv(rg_bin), readable=[tree.fd])
         assert leader.cmdline() == [default_backstop(), "--signal=KILL", "32.000s", *wrapped]
         [rg] = [p for p in members if exe_of(p) == os.path.realpath(rg_bin)]
         assert rg.cmdline() == grep_argv(rg_bin)
@@ -157,15 +157,16 @@ async def test_rg_runs_under_the_backstop_and_the_sandbox_launcher(executor, hug
 
 
 def test_sandbox_wrap_names_the_readable_trees_only_under_landlock():
-    """wrap() puts the launcher, the memory limit and (with Landlock) each readable tree
-    before ``--`` and the argv unchanged after it."""
-    with_landlock = Sandbox(landlock_abi=7, memory_mb=64, python="/py")
-    assert with_landlock.wrap(["rg", "-e", "--"], readable=["/w", "/v"]) == [
+    """wrap() puts the launcher, the memory limit and (with Landlock) each readable tree's
+    descriptor and each loader file before ``--`` and the argv unchanged after it."""
+    with_landlock = Sandbox(landlock_abi=7, memory_mb=64, loader=("/ld", "/libc"), python="/py")
+    assert with_landlock.wrap(["rg", "-e", "--"], readable=[5, 9]) == [
         "/py", "-I", "-S", LAUNCHER, "--memory-mb", "64", "--landlock-abi", "7",
-        "--read", "/w", "--read", "/v", "--", "rg", "-e", "--",
+        "--read-fd", "5", "--read-fd", "9", "--file", "/ld", "--file", "/libc",
+        "--", "rg", "-e", "--",
     ]  # fmt: skip
-    without = Sandbox(landlock_abi=0, memory_mb=64, python="/py")
-    assert without.wrap(["rg"], readable=["/w"]) == [
+    without = Sandbox(landlock_abi=0, memory_mb=64, loader=("/ld",), python="/py")
+    assert without.wrap(["rg"], readable=[5]) == [
         "/py", "-I", "-S", LAUNCHER, "--memory-mb", "64", "--", "rg",
     ]  # fmt: skip
 
@@ -213,7 +214,7 @@ async def test_nice_lowers_every_thread_of_the_group(executor, huge, rg_bin):
             cwd=str(huge),
             timeout_s=60,
             max_stdout=1 << 20,
-            workspace=str(huge),
+            tree=Tree(huge),
             nice=7,
         )
     )
@@ -230,3 +231,27 @@ async def test_nice_lowers_every_thread_of_the_group(executor, huge, rg_bin):
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+
+
+async def test_runs_beyond_max_running_wait_queued_within_their_budget(huge, rg_bin):
+    """With max_running=1, a second run waits (``phase: "queued"``) until the first ends; a
+    third whose budget runs out while waiting is SEARCH_ABORTED without ever starting."""
+    executor = Executor(backstop=default_backstop(), max_running=1)
+    first = asyncio.ensure_future(
+        executor.run(grep_argv(rg_bin), cwd=str(huge), timeout_s=60, max_stdout=1 << 20)
+    )
+    await members_when_running(executor, os.path.realpath(rg_bin))
+    waiting = Progress()
+    second = asyncio.ensure_future(
+        executor.run(
+            [rg_bin, "--version"], cwd=str(huge), timeout_s=60, max_stdout=1 << 20, progress=waiting
+        )
+    )
+    with pytest.raises(SearchError) as info:
+        await executor.run([rg_bin, "--version"], cwd=str(huge), timeout_s=0.3, max_stdout=1 << 20)
+    assert info.value.code == ErrorCode.SEARCH_ABORTED and "waited" in info.value.message
+    assert waiting.phase == "queued" and not second.done()
+    assert len(executor.live_process_groups) == 1
+    first.cancel()
+    await asyncio.gather(first, return_exceptions=True)
+    assert (await second).returncode == 0 and waiting.phase == "rg"

@@ -822,10 +822,15 @@ async def test_grep_that_searches_no_file_is_no_matches(layout, make_activities,
     assert (out.text, out.total) == ("No matches found", 0)
 
 
-async def test_paths_shown_after_a_symlink_and_dotdot_name_the_files_found(layout, make_activities):
-    """Paths shown for a path through a symlink and `..` name the files found, from the cwd."""
+async def test_a_path_that_leaves_and_comes_back_is_outside_whatever_exists(
+    layout, make_activities
+):
+    """A path through a link out of the workspace and back in by `..` is outside, in the same
+    words as one through a name that does not exist out there: nothing outside is looked up."""
     acts = await make_activities(layout.ws)
-    req = GrepRequest(pattern="needle", path="escape_dir/../ws/src")
-    out = await outcome(acts.grep, req, SEARCH_CODES)
-    assert isinstance(out, GrepResult) and out.total > 0, out
-    assert [m.path for m in out.matches if not (layout.ws / m.path).is_file()] == []
+    answers = set()
+    for path in ("escape_dir/../ws/src", "rel_escape/../ws/src", "../ws/src", "../nope/../ws/src"):
+        out = await outcome(acts.grep, GrepRequest(pattern="needle", path=path), SEARCH_CODES)
+        assert isinstance(out, ApplicationError) and out.type == "INVALID_ARGUMENT", out
+        answers.add(out.message.replace(repr(path), "<path>"))
+    assert answers == {"path <path> is outside the workspace (symlinks are followed)"}

@@ -23,7 +23,9 @@ from hypothesis import strategies as st
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
+from fs_search.activities.beneath import Tree
 from fs_search.activities.executor import Executor
+from fs_search.activities.loader import loader_files
 from fs_search.activities.models import GlobRequest, GrepRequest, GrepResult
 from fs_search.activities.sandbox import Sandbox, SandboxUnavailable, sandbox_for
 from fs_search.activities.sandbox_launch import landlock_abi
@@ -310,14 +312,14 @@ async def test_fifo_ignore_file_never_hangs(repo, make_activities, mode, where):
 async def test_kernel_denies_what_escaped_every_python_check(repo, rg_bin):
     """The executor called directly on a symlink to an outside file: Landlock denies the read."""
     write_tree(repo.ws, {"leak.txt": Link(repo.outside / f"{repo.canary}.txt")})
-    executor = Executor(sandbox=sandbox_for("required", 256))
+    executor = Executor(sandbox=sandbox_for("required", 256, program=rg_bin))
     for target in ("leak.txt", str(repo.outside / f"{repo.canary}.txt"), str(repo.outside)):
         run = await executor.run(
             [rg_bin, "--no-config", "-L", "needle", target],
             cwd=str(repo.ws),
             timeout_s=20,
             max_stdout=1_000_000,
-            workspace=str(repo.ws),
+            tree=Tree(repo.ws),
         )
         assert repo.canary.encode() not in run.stdout, target
         assert run.returncode == 2 and "Permission denied" in run.stderr, run
@@ -326,7 +328,7 @@ async def test_kernel_denies_what_escaped_every_python_check(repo, rg_bin):
         cwd=str(repo.ws),
         timeout_s=20,
         max_stdout=1_000_000,
-        workspace=str(repo.ws),
+        tree=Tree(repo.ws),
     )
     assert inside.returncode == 0 and b"needle = 1" in inside.stdout
     # Without the sandbox, the same call reads the outside file: the test can fail.
@@ -340,6 +342,31 @@ async def test_kernel_denies_what_escaped_every_python_check(repo, rg_bin):
 
 
 @needs_landlock
+async def test_rg_reads_its_loader_files_and_not_their_directories(repo, rg_bin):
+    """The ruleset grants the files rg's loader opens one by one: rg runs, but cannot list
+    their directories or read their neighbours (the first ruleset granted /usr/lib whole)."""
+    libs = [f for f in loader_files(rg_bin) if ".so" in os.path.basename(f)]
+    lib_dir = os.path.dirname(os.path.realpath(libs[0]))
+    neighbours = sorted(set(os.listdir(lib_dir)) - {os.path.basename(f) for f in libs})
+    assert neighbours  # the directory holds more than rg's libraries: the test can fail
+    system = [p for p in ("/usr/lib/os-release", "/etc/os-release") if os.path.exists(p)]
+    executor = Executor(sandbox=sandbox_for("required", 256, program=rg_bin))
+    for argv in (
+        [rg_bin, "--no-config", "--files", lib_dir],
+        [rg_bin, "--no-config", "-a", "-c", "", os.path.join(lib_dir, neighbours[0]), *system],
+    ):
+        run = await executor.run(
+            argv, cwd=str(repo.ws), timeout_s=20, max_stdout=1_000_000, tree=Tree(repo.ws)
+        )
+        assert run.stdout == b"" and "Permission denied" in run.stderr, (argv, run)
+    # Unconfined, the same reads succeed.
+    bare = await Executor().run(
+        [rg_bin, "--no-config", "--files", lib_dir], cwd="/", timeout_s=20, max_stdout=1 << 24
+    )
+    assert bare.returncode == 0 and bare.stdout
+
+
+@needs_landlock
 async def test_rg_may_execute_nothing_but_itself(repo, rg_bin, tmp_path):
     """A preprocessor (which the contract never passes) cannot run: no exec, no writes."""
     marker = tmp_path / "written"
@@ -348,8 +375,8 @@ async def test_rg_may_execute_nothing_but_itself(repo, rg_bin, tmp_path):
     script.chmod(0o755)
     argv = [rg_bin, "--no-config", "--pre", str(script), "needle", "src"]
     limits = {"cwd": str(repo.ws), "timeout_s": 20, "max_stdout": 1_000_000}
-    confined = await Executor(sandbox=sandbox_for("required", 256)).run(
-        argv, workspace=str(repo.ws), **limits
+    confined = await Executor(sandbox=sandbox_for("required", 256, program=rg_bin)).run(
+        argv, tree=Tree(repo.ws), **limits
     )
     assert b"needle" not in confined.stdout and not marker.exists()
     # The same argv unconfined runs the script: the test can fail.
@@ -372,12 +399,12 @@ async def test_tools_reports_the_sandbox(repo, make_activities):
 def test_required_refuses_a_kernel_without_landlock(caplog):
     """required: no Landlock, no worker; auto: a warning, and rg still runs limited."""
     with pytest.raises(SandboxUnavailable, match="FS_SEARCH_SANDBOX=required"):
-        sandbox_for("required", 512, abi=0)
-    auto = sandbox_for("auto", 512, abi=0)
+        sandbox_for("required", 512, abi=0, program=None)
+    auto = sandbox_for("auto", 512, abi=0, program=None)
     assert auto == Sandbox(landlock_abi=0, memory_mb=512, python=auto.python)
     assert "no Landlock" in caplog.text
-    assert sandbox_for("off", 512, abi=7).landlock_abi == 0
-    assert sandbox_for("required", 512, abi=7).landlock_abi == 7
+    assert sandbox_for("off", 512, abi=7, program=None).landlock_abi == 0
+    assert sandbox_for("required", 512, abi=7, program=None).landlock_abi == 7
 
 
 # --- the property: any request over a tree holding every hazard ---------------------------

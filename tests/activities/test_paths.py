@@ -1,22 +1,15 @@
-"""Strict path resolution and the search target: symlinks, loops, VCS metadata, display."""
+"""The search target beneath the held workspace root: confinement, VCS metadata, display
+(the walk itself: test_beneath.py)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from fs_search.activities.errors import SearchError
 from fs_search.activities.models import ErrorCode
-from fs_search.activities.paths import (
-    Missing,
-    Unresolvable,
-    Workspace,
-    join_display,
-    normalise_display,
-    resolve_strict,
-)
+from fs_search.activities.paths import Workspace, join_display, normalise_display
 from tests.helpers import Fifo, Link, write_tree
 
 
@@ -35,59 +28,6 @@ def code_of(call) -> ErrorCode:
     with pytest.raises(SearchError) as info:
         call()
     return info.value.code
-
-
-# --- resolve_strict ------------------------------------------------------------------
-
-
-def test_a_chain_of_symlinks_resolves_to_the_physical_path(ws):
-    """Every link of a chain (relative and absolute) is followed to the real directory."""
-    write_tree(ws, {"l1": Link("l2"), "l2": Link(ws / "l3"), "l3": Link("src/a")})
-    assert resolve_strict(str(ws), "l1") == str(ws / "src" / "a")
-    assert resolve_strict(str(ws), "l1/x.py") == str(ws / "src" / "a" / "x.py")
-
-
-def test_dotdot_after_a_symlink_climbs_from_where_the_link_led(ws):
-    """``link/..`` is the link target's parent, as the kernel resolves it, not the link's."""
-    write_tree(ws, {"docs/deep": Link(ws / "src" / "a")})
-    assert resolve_strict(str(ws), "docs/deep/..") == str(ws / "src")
-    assert os.path.normpath(str(ws / "docs/deep/..")) == str(ws / "docs")  # the lexical trap
-
-
-def test_a_symlink_loop_is_unresolvable(ws):
-    """Two links pointing at each other are refused, not followed forever."""
-    write_tree(ws, {"ping": Link("pong"), "pong": Link("ping")})
-    with pytest.raises(Unresolvable, match="loop"):
-        resolve_strict(str(ws), "ping/x")
-
-
-def test_more_than_forty_links_are_unresolvable_and_forty_are_fine(ws):
-    """A chain of 41 links is refused (the kernel's MAXSYMLINKS); 40 resolve."""
-    write_tree(
-        ws, {"link0": Link("src"), **{f"link{i}": Link(f"link{i - 1}") for i in range(1, 41)}}
-    )
-    assert resolve_strict(str(ws), "link39") == str(ws / "src")
-    with pytest.raises(Unresolvable):
-        resolve_strict(str(ws), "link40")
-
-
-def test_a_file_in_the_middle_is_unresolvable(ws):
-    """A non-directory before the last component cannot be walked through."""
-    with pytest.raises(Unresolvable, match="not a directory"):
-        resolve_strict(str(ws), "src/b.py/x")
-
-
-def test_a_missing_component_reports_where_the_path_points(ws):
-    """A missing name raises Missing with the rest of the path joined lexically."""
-    with pytest.raises(Missing) as info:
-        resolve_strict(str(ws), "src/nope/../x")
-    assert info.value.lexical == str(ws / "src" / "x")
-
-
-def test_a_nul_is_unresolvable(ws):
-    """A NUL character never reaches the filesystem."""
-    with pytest.raises(Unresolvable, match="NUL"):
-        resolve_strict(str(ws), "src\x00/a")
 
 
 # --- Workspace.target -----------------------------------------------------------------

@@ -8,6 +8,7 @@ import pytest
 
 from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.errors import SearchError
+from fs_search.activities.beneath import Tree
 from fs_search.activities.executor import Executor, RgRun, default_backstop
 from fs_search.activities.models import ErrorCode, GlobRequest, GrepRequest
 from fs_search.activities.paths import Workspace
@@ -36,7 +37,7 @@ async def search(spec: SearchSpec, req, ws: Path, executor: Executor, rg: str):
     async def run(argv: list[str]) -> RgRun:
         argvs.append(argv)
         return await executor.run(
-            argv, cwd=target.run_dir, timeout_s=30, max_stdout=1 << 31, workspace=str(ws)
+            argv, cwd=target.run_dir, timeout_s=30, max_stdout=1 << 31, tree=Tree(ws)
         )
 
     return await spec.search(req, target=target, rg=rg, run=run), argvs
