@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
+import os
+import socket
 
 from opentelemetry.trace import Status, StatusCode
 from temporalio import activity
@@ -13,6 +16,7 @@ from fs_search.activities.errors import SearchError
 from fs_search.activities.models import ErrorCode, SpillRef
 from fs_search.activities.progress import Progress
 from fs_search.activities.storage import SpillFailed, SpillKey, Storage
+from fs_search.activities.storage.keys import UNNAMED_WORKSPACE
 from fs_search.activities.telemetry import SearchTelemetry
 
 log = logging.getLogger(__name__)
@@ -21,13 +25,25 @@ log = logging.getLogger(__name__)
 SPILL_TIMEOUT_S = 15.0
 
 
-class Saver:
-    """Saves over-cap results as spill artifacts, traced, and checks the payload store."""
+# SearchTelemetry's workspace_id when the activities were given none.
+UNLABELLED = "unknown"
 
-    def __init__(self, storage: Storage, telemetry: SearchTelemetry) -> None:
+
+class Saver:
+    """Saves over-cap results as spill artifacts, traced, and checks the payload store.
+
+    Args:
+        storage: where artifacts (and payloads) go.
+        telemetry: spans of the saves.
+        workspace: the workspace the artifacts belong to (``spill_workspace``): the first
+            segment of every key, which read_spill checks.
+    """
+
+    def __init__(self, storage: Storage, telemetry: SearchTelemetry, *, workspace: str) -> None:
         self.storage = storage
         self.store = storage.artifacts
         self.telemetry = telemetry
+        self.workspace = workspace
 
     async def spill(
         self, tool: str, progress: Progress, text: str
@@ -41,7 +57,7 @@ class Saver:
             try:
                 span.set_attribute("fs_search.spill.bytes", utf8_length(text))
                 async with asyncio.timeout(SPILL_TIMEOUT_S):
-                    ref = await self.store.save(spill_key(tool), text)
+                    ref = await self.store.save(spill_key(tool, self.workspace), text)
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # noqa: BLE001 - any store failure degrades to spill_error
@@ -111,8 +127,24 @@ def utf8_length(text: str) -> int:
     )
 
 
-def spill_key(tool: str) -> SpillKey:
-    """The running activity's artifact key: workflow run + activity id + tool."""
+def spill_workspace(workspace_id: str, root: str | os.PathLike[str]) -> str:
+    """The workspace the artifacts of activities built for ``workspace_id`` over ``root``
+    belong to.
+
+    The id itself when the activities were given one. Without one (telemetry's ``unknown``,
+    or empty): ``_unnamed-<digest of the host name and the root's real path>``, never a valid
+    workspace id (those start with a letter or digit), the same for every worker of that
+    directory on this host and different for any other directory, so two unnamed workspaces
+    sharing a store do not read each other's artifacts.
+    """
+    if workspace_id and workspace_id != UNLABELLED:
+        return workspace_id
+    where = f"{socket.gethostname()}:{os.path.realpath(root)}"
+    return f"{UNNAMED_WORKSPACE}-{hashlib.sha256(where.encode()).hexdigest()[:16]}"
+
+
+def spill_key(tool: str, workspace: str) -> SpillKey:
+    """The running activity's artifact key: workspace + workflow run + activity id + tool."""
     info = activity.info()
     if info.workflow_id is not None:
         return SpillKey(
@@ -120,10 +152,12 @@ def spill_key(tool: str) -> SpillKey:
             run_id=info.workflow_run_id or "null",
             activity_id=info.activity_id,
             tool=tool,
+            workspace=workspace,
         )
     return SpillKey(
         workflow_id="standalone",
         run_id=info.activity_run_id or "null",
         activity_id=info.activity_id,
         tool=tool,
+        workspace=workspace,
     )

@@ -30,7 +30,7 @@ from fs_search.activities.offload import Offload
 from fs_search.activities.paths import Workspace
 from fs_search.activities.pipeline import D, Pipeline, Req, Res, SearchSpec
 from fs_search.activities.progress import Progress, heartbeating
-from fs_search.activities.saving import Saver
+from fs_search.activities.saving import Saver, spill_workspace
 from fs_search.activities.specs import GlobSpec, GrepSpec
 from fs_search.activities.storage import Storage
 from fs_search.activities.telemetry import SearchTelemetry, mark_failed, outcome_of
@@ -78,12 +78,14 @@ class SearchActivities:
         self.rg = rg
         self.telemetry = telemetry or SearchTelemetry(trace_patterns=config.trace_patterns)
         self.offload = offload or Offload(0)
+        # Whose artifacts this worker writes and read_spill reads (saving.spill_workspace).
+        self.spill_workspace = spill_workspace(self.telemetry.workspace_id, workspace.root)
         self.pipeline = Pipeline(
             config,
             workspace,
             executor=executor,
             offload=self.offload,
-            saver=Saver(storage, self.telemetry),
+            saver=Saver(storage, self.telemetry, workspace=self.spill_workspace),
             telemetry=self.telemetry,
             rg_path=rg.path,
             nice_step=nice_step,
@@ -139,11 +141,13 @@ class SearchActivities:
 
     @activity.defn(name=READ_SPILL_ACTIVITY)
     async def read_spill(self, req: ReadSpillRequest) -> ReadSpillResult:
-        """A page of a spill artifact of this worker's store."""
+        """A page of a spill artifact of this workspace's, in this worker's store."""
 
         async def run() -> ReadSpillResult:
             check_request(req)
-            return await self.store.read(req.locator, offset=req.offset, limit=req.limit)
+            return await self.store.read(
+                req.locator, offset=req.offset, limit=req.limit, workspace=self.spill_workspace
+            )
 
         return await contract(run())
 

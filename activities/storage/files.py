@@ -1,6 +1,7 @@
 """The ``file://`` backend: artifacts the model opens with its read tool, payloads as files.
 
-Both live in one directory on the worker's host: artifacts under ``<dir>/<key>``, Temporal
+Both live in one directory on the worker's host: artifacts under ``<dir>/<key>``
+(``<workspace>/<workflow id>/<run id>/<activity id>.<tool>.txt``, see ``keys.py``), Temporal
 payloads under ``<dir>/payloads/<sha256>.payload``. Payload files are single-host: a caller
 elsewhere cannot read them (the embedded CLI and tests share the filesystem).
 """
@@ -33,7 +34,7 @@ from fs_search.activities.paging import Pager, line_count
 from fs_search.activities.storage.keys import (
     SpillFailed,
     SpillKey,
-    artifact_relpath,
+    artifact_key,
     expired,
     file_url_path,
     not_an_artifact,
@@ -95,9 +96,11 @@ class FileSpillStore:
             ),
         )
 
-    async def read(self, locator: str, *, offset: int, limit: int) -> ReadSpillResult:
+    async def read(
+        self, locator: str, *, offset: int, limit: int, workspace: str | None = None
+    ) -> ReadSpillResult:
         """See SpillStore."""
-        path = self._confine(locator)
+        path = self._confine(locator, workspace)
         try:
             return await asyncio.to_thread(_read_page, path, locator, offset, limit)
         except FileNotFoundError:
@@ -108,13 +111,11 @@ class FileSpillStore:
                 ErrorCode.SEARCH_FAILED, f"the spill artifact {locator!r} cannot be read"
             ) from None
 
-    def _confine(self, locator: str) -> Path:
+    def _confine(self, locator: str, workspace: str | None) -> Path:
         path = file_url_path(locator) if locator.startswith("file://") else locator
-        relpath = artifact_relpath(path, root=str(self.directory))
-        if relpath is None:
-            raise not_an_artifact(locator)
+        key = artifact_key(locator, root=str(self.directory), workspace=workspace, name=path)
         # A symlink planted in the store must not lead out of it.
-        real = os.path.realpath(self.directory / relpath)
+        real = os.path.realpath(self.directory / key.relpath())
         if not real.startswith(os.path.realpath(self.directory) + os.sep):
             raise not_an_artifact(locator)
         return Path(real)

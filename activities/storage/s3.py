@@ -18,7 +18,7 @@ from fs_search.activities.storage.files import READ_BLOCK_BYTES
 from fs_search.activities.storage.keys import (
     SpillFailed,
     SpillKey,
-    artifact_relpath,
+    artifact_key,
     expired,
     not_an_artifact,
 )
@@ -37,11 +37,12 @@ log = logging.getLogger(__name__)
 class S3SpillStore:
     """Artifacts in S3 under ``s3://<bucket>/<prefix>/``; read back with read_spill.
 
-    Keys are ``<prefix>/<workflow id>/<run id>/<activity id>.<tool>.txt`` (percent-encoded
-    segments, no model input), so a retried activity overwrites its artifact. Expiry is a
-    bucket lifecycle rule (see infra/), not the worker. Without a prefix the store shares
-    its bucket's root with Temporal's ``v0/`` payloads: read_spill accepts only keys of the
-    artifact shape that carry the store's marker.
+    Keys are ``<prefix>/<workspace>/<workflow id>/<run id>/<activity id>.<tool>.txt``
+    (percent-encoded segments, no model input), so a retried activity overwrites its
+    artifact and read_spill tells a workspace's artifacts from another's before reading.
+    Expiry is a bucket lifecycle rule (see infra/), not the worker. Without a prefix the
+    store shares its bucket's root with Temporal's ``v0/`` payloads: read_spill accepts only
+    keys of the artifact shape that carry the store's marker.
     """
 
     backend = "s3"
@@ -89,19 +90,18 @@ class S3SpillStore:
             ),
         )
 
-    def _confine(self, locator: str) -> str:
+    def _confine(self, locator: str, workspace: str | None) -> str:
         root = f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
-        relpath = artifact_relpath(locator, root=root)
-        if relpath is None:
-            raise not_an_artifact(locator)
-        return self._key_of(relpath)
+        return self._key_of(artifact_key(locator, root=root, workspace=workspace).relpath())
 
     def _key_of(self, relpath: str) -> str:
         return f"{self.prefix}/{relpath}" if self.prefix else relpath
 
-    async def read(self, locator: str, *, offset: int, limit: int) -> ReadSpillResult:
+    async def read(
+        self, locator: str, *, offset: int, limit: int, workspace: str | None = None
+    ) -> ReadSpillResult:
         """See SpillStore."""
-        key = self._confine(locator)
+        key = self._confine(locator, workspace)
         try:
             s3 = await self.client.get()
             response = await s3.get_object(Bucket=self.bucket, Key=key)

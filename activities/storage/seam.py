@@ -63,9 +63,13 @@ class SpillStore(Protocol):
         """
         ...
 
-    async def read(self, locator: str, *, offset: int, limit: int) -> ReadSpillResult:
+    async def read(
+        self, locator: str, *, offset: int, limit: int, workspace: str | None = None
+    ) -> ReadSpillResult:
         """A page of an artifact; refuses locators outside this store (INVALID_ARGUMENT).
 
+        ``workspace``: refuse an artifact of any other workspace too (INVALID_ARGUMENT, the
+        artifact never opened); None reads any of the store's (the operator's ``spill read``).
         The page was checked by the caller (``ReadSpillRequest.checked``/``check_request``).
         """
         ...

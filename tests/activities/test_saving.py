@@ -108,7 +108,8 @@ async def test_read_spill_with_s3_down_names_no_endpoint(tmp_path, make_activiti
     port = free_port()
     store = S3SpillStore(BUCKET, "spill", endpoint_url=f"http://127.0.0.1:{port}")
     acts = await make_activities(ws, store=store)
-    locator = f"s3://{BUCKET}/spill/{SpillKey('wf', 'run', '1', 'glob').relpath()}"
+    key = SpillKey("wf", "run", "1", "glob", workspace=acts.spill_workspace)
+    locator = f"s3://{BUCKET}/spill/{key.relpath()}"
     with pytest.raises(ApplicationError) as info:
         await ActivityEnvironment().run(acts.read_spill, ReadSpillRequest(locator=locator))
     assert info.value.type == "SEARCH_FAILED"

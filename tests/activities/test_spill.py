@@ -17,11 +17,12 @@ from tests.helpers import Link, write_tree
 
 
 def test_keys_are_deterministic_and_percent_encoded():
-    """A key depends only on workflow run + activity id + tool, with no '/' or '..' inside segments."""
-    key = SpillKey(workflow_id="../a/b", run_id="r-1", activity_id="7", tool="grep")
-    assert key.relpath() == "%2E%2E%2Fa%2Fb/r-1/7.grep.txt"
-    assert key.relpath() == SpillKey("../a/b", "r-1", "7", "grep").relpath()
-    assert SpillKey("", "", "", "glob").relpath() == "null/null/null.glob.txt"
+    """A key is workspace/workflow/run/activity.tool, each segment percent-encoded (no '/', '..')."""
+    key = SpillKey("../a/b", "r-1", "7", "grep", workspace="repo.main")
+    assert key.relpath() == "repo%2Emain/%2E%2E%2Fa%2Fb/r-1/7.grep.txt"
+    assert key.relpath() == SpillKey("../a/b", "r-1", "7", "grep", workspace="repo.main").relpath()
+    assert SpillKey("", "", "", "glob", workspace="").relpath() == "null/null/null/null.glob.txt"
+    assert SpillKey("wf", "run", "1", "glob").relpath() == "_unnamed/wf/run/1.glob.txt"
 
 
 def test_page_of_lines_and_next_offset():
@@ -49,7 +50,7 @@ async def test_file_store_round_trip_and_overwrite(tmp_path):
     key = SpillKey("wf", "run", "1", "glob")
     first = await store.save(key, "a\nb\n")
     second = await store.save(key, "c\n")
-    assert first.locator == second.locator == str(tmp_path / "spill/wf/run/1.glob.txt")
+    assert first.locator == second.locator == str(tmp_path / "spill/_unnamed/wf/run/1.glob.txt")
     assert Path(second.locator).read_text() == "c\n"
     assert "read tool" in second.hint
     page = await store.read(f"file://{second.locator}", offset=0, limit=10)
@@ -61,29 +62,38 @@ async def test_file_store_refuses_symlinks_out_of_the_store(tmp_path):
     outside = write_tree(tmp_path, {"secret.txt": "secret\n"}) / "secret.txt"
     store = FileSpillStore(tmp_path / "spill")
     await store.save(SpillKey("wf", "run", "1", "glob"), "x\n")
-    write_tree(tmp_path / "spill/wf/run", {"evil.txt": Link(outside)})
+    write_tree(tmp_path / "spill/_unnamed/wf/run", {"evil.txt": Link(outside)})
     with pytest.raises(SearchError) as info:
-        await store.read(str(tmp_path / "spill/wf/run/evil.txt"), offset=0, limit=5)
+        await store.read(str(tmp_path / "spill/_unnamed/wf/run/evil.txt"), offset=0, limit=5)
     assert info.value.code == "INVALID_ARGUMENT"
 
 
 async def test_file_store_prunes_artifacts_older_than_its_ttl(tmp_path):
-    """Artifacts older than the TTL are deleted (and emptied directories removed); newer stay."""
+    """Artifacts past the TTL go from every workspace, emptied directories with them; newer stay."""
     store = FileSpillStore(tmp_path / "spill", ttl_hours=1)
-    old = Path((await store.save(SpillKey("old", "run", "1", "glob"), "x\n")).locator)
-    new = Path((await store.save(SpillKey("new", "run", "1", "glob"), "y\n")).locator)
+    old = Path(
+        (await store.save(SpillKey("old", "run", "1", "glob", workspace="a"), "x\n")).locator
+    )
+    new = Path(
+        (await store.save(SpillKey("new", "run", "1", "glob", workspace="a"), "y\n")).locator
+    )
+    gone = Path(
+        (await store.save(SpillKey("wf", "run", "1", "grep", workspace="b"), "z\n")).locator
+    )
     two_hours_ago = time.time() - 7200
-    os.utime(old, (two_hours_ago, two_hours_ago))
-    assert await store.prune() == 1
-    assert not old.exists() and not (tmp_path / "spill/old").exists()
-    assert new.exists()
+    for path in (old, gone):
+        os.utime(path, (two_hours_ago, two_hours_ago))
+    assert await store.prune() == 2
+    assert not old.exists() and not (tmp_path / "spill/a/old").exists()
+    assert not gone.exists() and not (tmp_path / "spill/b").exists()
+    assert new.exists() and new == tmp_path / "spill/a/new/run/1.glob.txt"
 
 
 async def test_missing_artifact_is_search_failed(tmp_path):
     """A pruned or never-written artifact inside the store is SEARCH_FAILED, not a crash."""
     store = FileSpillStore(tmp_path / "spill")
     with pytest.raises(SearchError) as info:
-        await store.read(str(tmp_path / "spill/wf/run/9.grep.txt"), offset=0, limit=5)
+        await store.read(str(tmp_path / "spill/ws/wf/run/9.grep.txt"), offset=0, limit=5)
     assert info.value.code == "SEARCH_FAILED" and "expired" in info.value.message
 
 

@@ -32,6 +32,11 @@ def _store(s3, prefix: str | None = None) -> S3SpillStore:
     return S3SpillStore.from_url(s3.url(prefix), endpoint_url=s3.endpoint_url)
 
 
+def _segment(workspace: str) -> str:
+    """How a key spells ``workspace`` (its first segment)."""
+    return SpillKey("wf", "run", "1", "glob", workspace=workspace).relpath().split("/")[0]
+
+
 def _dead_store() -> S3SpillStore:
     return S3SpillStore("fs-search-test", "spill", endpoint_url=f"http://127.0.0.1:{free_port()}")
 
@@ -76,7 +81,7 @@ async def test_round_trip_and_paging(s3, many, make_activities):
 
 
 async def test_retry_overwrites_its_artifact(s3, tmp_path, make_activities):
-    """The same workflow run + activity id + tool writes one key: a retry overwrites."""
+    """The same workspace + workflow run + activity id + tool writes one key: a retry overwrites."""
     store = _store(s3)
     ws = write_tree(tmp_path / "ws", {f"a{i}.txt": "x" for i in range(6)})
     acts = await make_activities(ws, store=store, glob_max_results=2)
@@ -89,13 +94,15 @@ async def test_retry_overwrites_its_artifact(s3, tmp_path, make_activities):
     env.info = dataclasses.replace(env.info, attempt=2)
     second = await env.run(acts.glob, GlobRequest(pattern="*"))
     assert first.spill.locator == second.spill.locator
-    assert await s3.keys(store.prefix + "/") == [f"{store.prefix}/wf-1/run-1/7.glob.txt"]
+    key = second.spill.locator.removeprefix(f"s3://{s3.bucket}/")
+    assert await s3.keys(store.prefix + "/") == [key]
+    assert key.split("/")[1:] == [_segment(acts.spill_workspace), "wf-1", "run-1", "7.glob.txt"]
     page = await env.run(acts.read_spill, ReadSpillRequest(locator=second.spill.locator))
     assert page.total_lines == 7
 
 
 async def test_keys_never_carry_model_input(s3, many, make_activities):
-    """Keys come from Temporal ids only, percent-encoded: no slashes or '..' from anywhere."""
+    """Keys come from the workspace and Temporal ids only, percent-encoded: no slashes or '..'."""
     store = _store(s3)
     acts = await make_activities(many, store=store, grep_max_matches=1)
     env = ActivityEnvironment()
@@ -103,7 +110,12 @@ async def test_keys_never_carry_model_input(s3, many, make_activities):
     r = await env.run(acts.grep, GrepRequest(pattern="needle|\\.\\./\\.\\./x", path="d1"))
     key = r.spill.locator.removeprefix(f"s3://{s3.bucket}/")
     assert key.startswith(store.prefix + "/") and "needle" not in key
-    assert key.split("/")[1:] == ["%2E%2E%2F%2E%2E%2Fevil%2F%2E%2E", "test-run", "a%2Fb.grep.txt"]
+    assert key.split("/")[1:] == [
+        _segment(acts.spill_workspace),
+        "%2E%2E%2F%2E%2E%2Fevil%2F%2E%2E",
+        "test-run",
+        "a%2Fb.grep.txt",
+    ]
 
 
 async def test_locator_confinement(s3, many, make_activities):
@@ -125,7 +137,9 @@ async def test_locator_confinement(s3, many, make_activities):
     with pytest.raises(ApplicationError) as info:
         await ActivityEnvironment().run(
             acts.read_spill,
-            ReadSpillRequest(locator=f"s3://{s3.bucket}/{store.prefix}/wf/run/9.grep.txt"),
+            ReadSpillRequest(
+                locator=f"s3://{s3.bucket}/{store.prefix}/{acts.spill_workspace}/wf/run/9.grep.txt"
+            ),
         )
     assert info.value.type == "SEARCH_FAILED" and "expired" in info.value.message
 
@@ -133,30 +147,33 @@ async def test_locator_confinement(s3, many, make_activities):
 async def test_locators_with_nul_bad_escapes_or_foreign_names_are_invalid(s3):
     """NUL, undecodable escapes and keys of any other shape are INVALID_ARGUMENT, never read."""
     store = _store(s3)
-    await store.save(SpillKey("wf", "run", "1", "glob"), "mine\n")
+    await store.save(SpillKey("wf", "run", "1", "glob", workspace="ws"), "mine\n")
     at = f"s3://{s3.bucket}/{store.prefix}"
-    await _put(s3, s3.bucket, {f"{store.prefix}/notes.txt": "SECRET", f"{store.prefix}/wf/x": "S"})
+    await _put(
+        s3, s3.bucket, {f"{store.prefix}/notes.txt": "SECRET", f"{store.prefix}/ws/wf/x": "S"}
+    )
     bad = [
-        f"{at}/wf/run/1.glob.txt\x00",
-        f"{at}/wf/run/%00.glob.txt",
-        f"{at}/wf/run/%FF.glob.txt",
-        f"{at}/wf/run/%zz.glob.txt",
-        f"{at}/wf/run/%41.glob.txt",
-        f"{at}/wf/run/1.glob.txt?x",
-        f"{at}/wf/run/1.glob.txt#x",
-        f"{at}//wf/run/1.glob.txt",
+        f"{at}/ws/wf/run/1.glob.txt\x00",
+        f"{at}/ws/wf/run/%00.glob.txt",
+        f"{at}/ws/wf/run/%FF.glob.txt",
+        f"{at}/ws/wf/run/%zz.glob.txt",
+        f"{at}/ws/wf/run/%41.glob.txt",
+        f"{at}/ws/wf/run/1.glob.txt?x",
+        f"{at}/ws/wf/run/1.glob.txt#x",
+        f"{at}//ws/wf/run/1.glob.txt",
         f"{at}/notes.txt",
-        f"{at}/wf/x",
-        f"{at}/wf/run/1.txt",
-        f"S3://{s3.bucket}/{store.prefix}/wf/run/1.glob.txt",
-        f"s3://{s3.bucket}:1/{store.prefix}/wf/run/1.glob.txt",
+        f"{at}/ws/ws/wf/run/1.glob.txt",
+        f"{at}/ws/wf/x",
+        f"{at}/ws/wf/run/1.txt",
+        f"S3://{s3.bucket}/{store.prefix}/ws/wf/run/1.glob.txt",
+        f"s3://{s3.bucket}:1/{store.prefix}/ws/wf/run/1.glob.txt",
     ]
     for locator in bad:
         with pytest.raises(SearchError) as info:
             await store.read(locator, offset=0, limit=5)
         assert info.value.code == "INVALID_ARGUMENT", locator
         assert "SECRET" not in info.value.message and s3.endpoint_url not in info.value.message
-    page = await store.read(f"{at}/wf/run/1.glob.txt", offset=0, limit=5)
+    page = await store.read(f"{at}/ws/wf/run/1.glob.txt", offset=0, limit=5)
     assert page.text == "mine"
     await store.close()
 
@@ -170,11 +187,14 @@ async def test_bucket_without_prefix_reads_only_its_own_artifacts(s3, many, make
         f"v0/d/sha256/{digest}": "PAYLOAD",
         f"v0/ns/default/wt/Agent/wi/wf/ri/run/d/sha256/{digest}": "PAYLOAD",
         "other/key": "OTHER",
-        "a/b/1.glob.txt": "OTHER",  # the artifact shape, but not written by the store
+        "a/b/1.glob.txt": "OTHER",  # the shape before workspaces
     }
-    await _put(s3, bucket, foreign, create=True)
     store = S3SpillStore.from_url(f"s3://{bucket}", endpoint_url=s3.endpoint_url)
     acts = await make_activities(many, store=store, glob_max_results=5)
+    # The artifact shape in this workspace and another, but not written by the store.
+    foreign[f"{_segment(acts.spill_workspace)}/a/b/1.glob.txt"] = "OTHER"
+    foreign["w/a/b/1.glob.txt"] = "OTHER"
+    await _put(s3, bucket, foreign, create=True)
     r = await ActivityEnvironment().run(acts.glob, GlobRequest(pattern="*.txt"))
     assert r.spill is not None and r.spill.locator.startswith(f"s3://{bucket}/")
     page = await ActivityEnvironment().run(
