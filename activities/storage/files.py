@@ -114,11 +114,12 @@ class FileSpillStore:
     def _confine(self, locator: str, workspace: str | None) -> Path:
         path = file_url_path(locator) if locator.startswith("file://") else locator
         key = artifact_key(locator, root=str(self.directory), workspace=workspace, name=path)
-        # A symlink planted in the store must not lead out of it.
-        real = os.path.realpath(self.directory / key.relpath())
-        if not real.startswith(os.path.realpath(self.directory) + os.sep):
+        # A symlink planted in the store must lead nowhere else: out of it, or from one
+        # workspace's directory into another's. The store itself writes no links.
+        expected = os.path.join(os.path.realpath(self.directory), key.relpath())
+        if os.path.realpath(self.directory / key.relpath()) != expected:
             raise not_an_artifact(locator)
-        return Path(real)
+        return Path(expected)
 
     async def check(self) -> None:
         """See SpillStore."""

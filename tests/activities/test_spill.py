@@ -68,6 +68,20 @@ async def test_file_store_refuses_symlinks_out_of_the_store(tmp_path):
     assert info.value.code == "INVALID_ARGUMENT"
 
 
+async def test_file_store_refuses_a_link_from_one_workspace_into_another(tmp_path):
+    """A workspace's directory in the store linked to another's does not lend it its name."""
+    store = FileSpillStore(tmp_path / "spill")
+    theirs = await store.save(SpillKey("wf", "run", "1", "glob", workspace="b"), "b's\n")
+    write_tree(tmp_path / "spill", {"a": Link(tmp_path / "spill/b")})
+    through_a = str(tmp_path / "spill/a/wf/run/1.glob.txt")
+    assert Path(through_a).read_text() == "b's\n"  # the link works, for anyone but the store
+    with pytest.raises(SearchError) as info:
+        await store.read(through_a, offset=0, limit=5, workspace="a")
+    assert info.value.code == "INVALID_ARGUMENT"
+    page = await store.read(theirs.locator, offset=0, limit=5, workspace="b")
+    assert page.text == "b's"
+
+
 async def test_file_store_prunes_artifacts_older_than_its_ttl(tmp_path):
     """Artifacts past the TTL go from every workspace, emptied directories with them; newer stay."""
     store = FileSpillStore(tmp_path / "spill", ttl_hours=1)
