@@ -237,3 +237,24 @@ async def test_sigterm_drains_every_workspace_and_leaves_no_rg(dev_env, tmp_path
     assert code == 0, worker.log()[-3000:]
     assert "drained every workspace" in worker.log()
     assert not alive(rg_processes(root))
+
+
+async def test_a_workspace_reads_its_own_spills_and_not_anothers(dev_env, tmp_path):
+    """Through the fleet's shared store, read_spill on b's queue refuses a's locator."""
+    root = tmp_path / "root"
+    a, b = _ids("s", 2)
+    for wid in (a, b):
+        write_tree(root / wid, {f"f{i}.txt": f"needle {wid}\n" for i in range(4)})
+    async with _fleet(dev_env, root, tmp_path / "spill", grep_max_matches=1) as (fleet, queue):
+        await _until(lambda: a in fleet.attached and b in fleet.attached)
+        grep = {"pattern": "needle"}
+        found = await _calls(dev_env, queue, [(a, "grep", grep), (b, "grep", grep)])
+        mine, theirs = (r.result.spill.locator for r in found)
+        read = [(a, "read_spill", {"locator": mine}), (b, "read_spill", {"locator": mine})]
+        read.append((b, "read_spill", {"locator": theirs}))
+        own, refused, other = await _calls(dev_env, queue, read)
+    assert mine.startswith(f"{tmp_path / 'spill'}/{a}/"), mine
+    assert not own.is_error and own.text.count(f"needle {a}") == 4, own.text
+    assert refused.is_error and refused.error.code == ErrorCode.INVALID_ARGUMENT, refused.text
+    assert "another workspace" in refused.text and f"needle {a}" not in refused.text
+    assert not other.is_error and other.text.count(f"needle {b}") == 4, other.text
