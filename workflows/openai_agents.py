@@ -11,9 +11,9 @@ One line of glue in the agent's workflow::
 Each tool is a plain ``agents.FunctionTool`` whose invoker runs *in the workflow* and calls
 ``FsSearchTools.call``: the search is our activity on the workspace's queue
 (``fs-search/<workspace_id>``), scheduled with FsSearchTools' options, not a tool activity
-on the agent's queue. The model reads the call's ``text``; a failed call reads
-``Error: <message>`` (the run goes on). Works under
-``temporalio.openai_agents.OpenAIAgentsPlugin`` with the sandboxed and the unsandboxed
+on the agent's queue. The model reads the call's ``text``; a failed call, or arguments that
+are not a JSON object the tool accepts, reads ``Error: <message>`` (the run goes on). Works
+under ``temporalio.openai_agents.OpenAIAgentsPlugin`` with the sandboxed and the unsandboxed
 workflow runner; put that plugin before FsSearchPlugin on the client (it accepts no payload
 converter but its own, which FsSearchPlugin keeps).
 
@@ -28,7 +28,6 @@ Needs the ``openai-agents`` extra (``pip install "fs-search[openai-agents]"``).
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -36,8 +35,8 @@ from agents import FunctionTool, RunContextWrapper
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from fs_search.activities.models import ErrorCode, ToolResult, ToolSpec, ToolsResult
-    from fs_search.workflows.tools import FsSearchTools
+    from fs_search.activities.models import ToolResult, ToolSpec, ToolsResult
+    from fs_search.workflows.tools import FsSearchTools, parse_arguments
 
 
 def function_tools(tools: FsSearchTools, catalogue: ToolsResult) -> list[FunctionTool]:
@@ -56,17 +55,6 @@ def instructions(catalogue: ToolsResult) -> str:
     return "\n\n".join(catalogue.system_prompt)
 
 
-def parse_arguments(arguments: str) -> dict[str, Any] | ToolResult:
-    """A model's JSON arguments as a dict, or the ``Error:`` result it reads instead."""
-    try:
-        parsed = json.loads(arguments) if arguments.strip() else {}
-    except json.JSONDecodeError as e:
-        return ToolResult.failure(ErrorCode.INVALID_ARGUMENT, f"the arguments are not JSON: {e}")
-    if not isinstance(parsed, dict):
-        return ToolResult.failure(ErrorCode.INVALID_ARGUMENT, "the arguments must be a JSON object")
-    return parsed
-
-
 def _function_tool(tools: FsSearchTools, spec: ToolSpec) -> FunctionTool:
     return FunctionTool(
         name=spec.name,
@@ -83,6 +71,9 @@ def _invoker(
     async def invoke(context: RunContextWrapper[Any], arguments: str) -> str:
         # Runs in workflow code: FsSearchTools schedules the search on the workspace's
         # queue and turns every failure into Error: text (a cancelled workflow re-raises).
+        # Any arguments the model sends (not JSON, not an object, a number too long to
+        # read, nesting too deep) are Error: text too, never an exception that would fail
+        # the workflow task on every retry.
         parsed = parse_arguments(arguments)
         if isinstance(parsed, ToolResult):
             return parsed.text

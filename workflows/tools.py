@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
@@ -174,11 +175,14 @@ class FsSearchTools:
             limit=limit,
         )
 
-    async def call(self, name: str, arguments: Mapping[str, Any] | None) -> ToolResult:
+    async def call(self, name: str, arguments: object) -> ToolResult:
         """Dispatch a model's tool call by name.
 
-        The arguments are validated by the tool's model (``GlobArguments``, ...): only its
-        schema's fields, typed as the schema says, within the contract's limits.
+        ``arguments`` are the model's, decoded from JSON (``parse_arguments``): anything but
+        an object (a mapping with string keys; None counts as ``{}``) is ``Error:`` text.
+        They are validated by the tool's model (``GlobArguments``, ...): only its schema's
+        fields, typed as the schema says, within the contract's limits. Never raises for
+        any arguments: every refusal is INVALID_ARGUMENT text, nothing scheduled.
         """
         model = TOOL_ARGUMENTS.get(name)
         if model is None:
@@ -186,8 +190,11 @@ class FsSearchTools:
             return ToolResult.failure(
                 ErrorCode.INVALID_ARGUMENT, f"unknown tool {name!r} (known: {known})"
             )
+        fields = object_arguments({} if arguments is None else arguments)
+        if isinstance(fields, ToolResult):
+            return fields
         try:
-            args = model.checked(arguments or {})
+            args = model.checked(fields)
         except ArgumentProblem as e:
             return ToolResult.failure(ErrorCode.INVALID_ARGUMENT, str(e))
         if isinstance(args, GlobArguments):
@@ -246,6 +253,56 @@ class FsSearchTools:
         if isinstance(result, ReadSpillResult):
             return ToolResult(text=render.read_spill_text(result), result=result)
         return ToolResult(text=result.text, result=result)
+
+
+def parse_arguments(arguments: str | bytes | bytearray) -> dict[str, Any] | ToolResult:
+    """A model's JSON arguments as a dict, or the ``Error:`` result it reads instead.
+
+    Never raises, whatever the text: not JSON, a number too long for Python to read (over
+    ``sys.get_int_max_str_digits()`` digits), nesting too deep to decode, or any JSON value
+    but an object are INVALID_ARGUMENT results. Blank text is ``{}``.
+    """
+    try:
+        if not arguments.strip():
+            return {}
+        parsed = json.loads(arguments)
+    except json.JSONDecodeError as e:
+        return ToolResult.failure(ErrorCode.INVALID_ARGUMENT, f"the arguments are not JSON: {e}")
+    except UnicodeDecodeError:
+        return ToolResult.failure(ErrorCode.INVALID_ARGUMENT, "the arguments are not UTF-8 text")
+    except ValueError:  # an integer past Python's int-string conversion limit
+        return ToolResult.failure(
+            ErrorCode.INVALID_ARGUMENT, "the arguments hold a number with too many digits"
+        )
+    except RecursionError:
+        return ToolResult.failure(ErrorCode.INVALID_ARGUMENT, "the arguments are nested too deeply")
+    except (TypeError, AttributeError):  # not text at all
+        return ToolResult.failure(ErrorCode.INVALID_ARGUMENT, "the arguments are not JSON text")
+    return object_arguments(parsed)
+
+
+_JSON_KINDS = {
+    list: "an array",
+    tuple: "an array",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "a boolean",
+    type(None): "null",
+}
+
+
+def object_arguments(arguments: object) -> dict[str, Any] | ToolResult:
+    """``arguments`` as a tool call's fields: a JSON object (a mapping with string keys), or
+    the ``Error:`` result the model reads instead."""
+    if not isinstance(arguments, Mapping):
+        kind = _JSON_KINDS.get(type(arguments), type(arguments).__name__)
+        return ToolResult.failure(
+            ErrorCode.INVALID_ARGUMENT, f"the arguments must be a JSON object, not {kind}"
+        )
+    if not all(isinstance(key, str) for key in arguments):
+        return ToolResult.failure(ErrorCode.INVALID_ARGUMENT, "argument names must be strings")
+    return dict(arguments)
 
 
 def _workflow_cancelled() -> bool:

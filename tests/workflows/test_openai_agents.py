@@ -40,11 +40,16 @@ from tests.workflows.openai_agents_workflows import AgentOutcome, AgentRun, Open
 HEARTBEAT_TIMEOUT_S = 5
 
 
-def _calls(*calls: tuple[str, dict], answer: int = 1) -> TestModel:
+def _calls(*calls: tuple[str, dict | str], answer: int = 1) -> TestModel:
     """A model that makes the given tool calls, one per turn, then answers "done" (``answer``
-    times: once per run it serves)."""
+    times: once per run it serves). String arguments are sent as they are, not as JSON."""
     turns = [
-        ResponseBuilders.tool_call(json.dumps(args), name, call_id=f"call-{i}", item_id=f"item-{i}")
+        ResponseBuilders.tool_call(
+            args if isinstance(args, str) else json.dumps(args),
+            name,
+            call_id=f"call-{i}",
+            item_id=f"item-{i}",
+        )
         for i, (name, args) in enumerate(calls)
     ]
     done = [ResponseBuilders.output_message("done")] * answer
@@ -109,6 +114,46 @@ async def test_grep_turn_reads_our_text_and_errors_keep_the_run_going(
     assert_grep_turn(out, SCHEDULED[wsid], task_queue_for(wsid))
     assert out.final_output == "done"
     assert out.instructions == f"{GLOB_PROMPT_HEAD}\n\n{GREP_PROMPT}"
+
+
+async def test_any_arguments_are_error_text_and_the_run_goes_on(
+    dev_env, payload_dir, make_activities, tmp_path: Path
+):
+    """Any arguments the model sends come back as Error: text and the run reaches its answer."""
+    ws = write_tree(tmp_path / "ws", {"a.py": "needle = 1\n"})
+    wsid = f"ws-{uuid.uuid4()}"
+    acts = await make_activities(ws)
+    model = _calls(
+        ("grep", "[1]"),
+        ("grep", '"needle"'),
+        ("grep", "null"),
+        ("grep", "{not json"),
+        ("grep", '{"pattern": ' + "9" * 5000 + "}"),
+        # Nested within what the Agents SDK survives: it decodes every call's arguments
+        # before a tool runs, and past ~450 levels its own RecursionError fails the workflow
+        # task (agents._tool_invocation, 0.22.3) before our invoker is reached.
+        ("grep", '{"pattern": ' + "[" * 200 + "]" * 200 + "}"),
+        ("grep", {"pattern": "needle"}),
+    )
+    async with new_worker(dev_env.client, acts, workspace_id=wsid):
+        out = await _run(
+            dev_env.client, payload_dir, model, AgentRun(workspace_id=wsid, prompt="find it")
+        )
+    *refused, found = out.tool_outputs
+    assert [text.split(":")[0] for text in refused] == ["Error"] * 6, refused
+    assert [text[:60] for text in refused[:3]] == [
+        "Error: the arguments must be a JSON object, not an array",
+        "Error: the arguments must be a JSON object, not a string",
+        "Error: the arguments must be a JSON object, not null",
+    ]
+    assert "not JSON" in refused[3]
+    assert "too many digits" in refused[4]
+    assert "'pattern' must be a string" in refused[5]
+    assert found == "a.py:\n  Line 1: needle = 1"
+    assert [a for a in SCHEDULED[wsid] if a[0] == "fs_search.grep"] == [
+        ("fs_search.grep", task_queue_for(wsid))
+    ]
+    assert out.final_output == "done"
 
 
 async def test_over_cap_grep_carries_the_spill_locator(
