@@ -11,9 +11,9 @@ and every tool marked ``metadata={"temporal": False}``: pydantic-ai's Temporal i
 tool *in the workflow* instead of in a tool activity of its own, and the tool calls
 ``FsSearchTools.call``: the search is our activity on the workspace's queue
 (``fs-search/<workspace_id>``), with FsSearchTools' options. The model reads the call's
-``text``; a failed call reads ``Error: <message>`` (the run goes on); cancelling the
-workflow cancels the activity, and pydantic-ai waits for the cancelled tool, so rg is dead
-when the workflow closes.
+``text``; a failed call, or arguments that are not a JSON object the tool accepts, reads
+``Error: <message>`` (the run goes on); cancelling the workflow cancels the activity, and
+pydantic-ai waits for the cancelled tool, so rg is dead when the workflow closes.
 
 Because no tool of the set is an activity of the agent's, it may be passed per run
 (pydantic-ai refuses per-run toolsets with activity-backed tools) and the worker registers
@@ -26,14 +26,15 @@ Needs the ``pydantic-ai`` extra (``pip install "fs-search[pydantic-ai]"``).
 from __future__ import annotations
 
 import copy
-from typing import Any
+import dataclasses
+from typing import Any, Literal
 
-from pydantic_ai import FunctionToolset, Tool
+from pydantic_ai import FunctionToolset, RunContext, Tool, ToolFailed, ToolsetTool
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from fs_search.activities.models import ToolSpec, ToolsResult
-    from fs_search.workflows.tools import FsSearchTools
+    from fs_search.activities.models import ToolResult, ToolSpec, ToolsResult
+    from fs_search.workflows.tools import FsSearchTools, object_arguments, parse_arguments
 
 # pydantic-ai's Temporal integration reads this key of a tool's metadata: False runs the
 # (async) tool in workflow code rather than in an activity of the agent's.
@@ -47,10 +48,12 @@ def toolset(
 
     Names, descriptions and JSON schemas are the catalogue's, unchanged (so the worker's
     over-cap mode shows in glob's description). Arguments are checked by FsSearchTools (an
-    invalid one is ``Error:`` text, not a pydantic-ai retry). An unavailable catalogue gives
-    an empty toolset.
+    invalid one is ``Error:`` text, not a pydantic-ai retry), and so are arguments that are
+    not a JSON object at all (not JSON, an array, a number too long to read, nesting too
+    deep): never an exception in workflow code. An unavailable catalogue gives an empty
+    toolset.
     """
-    return FunctionToolset(
+    return _Toolset(
         [_tool(tools, spec) for spec in catalogue.tools],
         id=id,
         instructions=instructions(catalogue) or None,
@@ -60,6 +63,58 @@ def toolset(
 def instructions(catalogue: ToolsResult) -> str:
     """The catalogue's system prompt segments, one paragraph each."""
     return "\n\n".join(catalogue.system_prompt)
+
+
+class _Arguments:
+    """The argument validator of every tool here: the model's raw arguments to a dict.
+
+    pydantic-ai validates a call's arguments with its tool's validator before calling the
+    tool: ``validate_json`` for the JSON text a model sent, ``validate_python`` for a dict.
+    ``Tool.from_schema``'s own validator accepts any JSON value and fails on text that is
+    not JSON (a retry prompt, then a failed run), and the tool is then called with
+    ``**value``, a TypeError for anything but an object. This one decodes as
+    ``parse_arguments`` does and returns the object's fields; anything else raises
+    ``ToolFailed``, which pydantic-ai sends the model as the tool's return, our ``Error:``
+    text, without using up a retry. The fields are then checked by ``FsSearchTools.call``.
+    """
+
+    def validate_json(
+        self,
+        input: str | bytes | bytearray,
+        *,
+        allow_partial: bool | Literal["off", "on", "trailing-strings"] = False,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        return _fields(parse_arguments(input))
+
+    def validate_python(
+        self,
+        input: Any,
+        *,
+        allow_partial: bool | Literal["off", "on", "trailing-strings"] = False,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        return _fields(object_arguments(input))
+
+
+def _fields(parsed: dict[str, Any] | ToolResult) -> dict[str, Any]:
+    if isinstance(parsed, ToolResult):
+        raise ToolFailed(parsed.text)
+    return parsed
+
+
+_ARGUMENTS = _Arguments()
+
+
+class _Toolset(FunctionToolset[Any]):
+    """A ``FunctionToolset`` whose tools take any arguments through ``_Arguments``."""
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        tools = await super().get_tools(ctx)
+        return {
+            name: dataclasses.replace(tool, args_validator=_ARGUMENTS)
+            for name, tool in tools.items()
+        }
 
 
 def _tool(tools: FsSearchTools, spec: ToolSpec) -> Tool[Any]:

@@ -2,7 +2,8 @@
 
 The model is pydantic-ai's own ``FunctionModel`` running a script: the prompt is a JSON list
 of ``[tool, arguments]`` calls, made one per turn (a ``"$locator"`` argument is the spill
-locator of the previous result); its answer is a JSON report of what it
+locator of the previous result; arguments given as a string are sent as that raw text, as a
+model's JSON is); its answer is a JSON report of what it
 was offered and of every tool return it was sent, so a test sees exactly what the model read.
 """
 
@@ -35,7 +36,7 @@ from fs_search.workflows.pydantic_ai import toolset
 
 class AgentRun(BaseModel):
     workspace_id: str
-    calls: list[tuple[str, dict[str, Any]]]
+    calls: list[tuple[str, dict[str, Any] | str]]
     timeout_ms: int = 30_000
 
 
@@ -72,7 +73,8 @@ def scripted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     ]
     if len(returns) < len(calls):
         name, args = calls[len(returns)]
-        if args.get("locator") == "$locator":  # the locator the last result saved to
+        if isinstance(args, dict) and args.get("locator") == "$locator":
+            # the locator the last result saved to
             args = {**args, "locator": LOCATOR.findall(returns[-1])[-1]}
         return ModelResponse(parts=[ToolCallPart(name, args, tool_call_id=f"call-{len(returns)}")])
     report = AgentOutcome(

@@ -98,6 +98,44 @@ async def test_grep_turn_reads_our_text_and_errors_keep_the_run_going(
     assert f"{GLOB_PROMPT_HEAD}\n\n{GREP_PROMPT}" in out.instructions
 
 
+@pytest.mark.parametrize("flavour", list(WORKFLOWS))
+async def test_any_arguments_are_error_text_and_the_run_goes_on(
+    dev_env, payload_dir, make_activities, tmp_path: Path, flavour: str
+):
+    """Any arguments the model sends come back as Error: text and the run reaches its answer."""
+    ws = write_tree(tmp_path / "ws", {"a.py": "needle = 1\n"})
+    wsid = f"ws-{uuid.uuid4()}"
+    acts = await make_activities(ws)
+    job = AgentRun(
+        workspace_id=wsid,
+        calls=[
+            ("grep", "[1]"),
+            ("grep", '"needle"'),
+            ("grep", "null"),
+            ("grep", "{not json"),
+            ("grep", '{"pattern": ' + "9" * 5000 + "}"),
+            ("grep", '{"pattern": ' + "[" * 100_000 + "]" * 100_000 + "}"),
+            ("grep", {"pattern": "needle"}),
+        ],
+    )
+    async with new_worker(dev_env.client, acts, workspace_id=wsid):
+        out = await _run(dev_env.client, payload_dir, WORKFLOWS[flavour], job)
+    *refused, found = out.tool_outputs
+    assert refused == [
+        "Error: the arguments must be a JSON object, not an array",
+        "Error: the arguments must be a JSON object, not a string",
+        "Error: the arguments must be a JSON object, not null",
+        refused[3],
+        "Error: the arguments hold a number with too many digits",
+        "Error: the arguments are nested too deeply",
+    ]
+    assert refused[3].startswith("Error: the arguments are not JSON: ")
+    assert found == "a.py:\n  Line 1: needle = 1"
+    assert [a for a in SCHEDULED[wsid] if a[0] == "fs_search.grep"] == [
+        ("fs_search.grep", task_queue_for(wsid))
+    ]
+
+
 async def test_over_cap_grep_carries_the_spill_locator(
     dev_env, payload_dir, make_activities, tmp_path: Path
 ):
