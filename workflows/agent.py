@@ -40,7 +40,9 @@ class ExampleAgentWorkflow:
     """A stand-in for an agent loop: a real one would ask a model for the next call.
 
     The catalogue's tools and system prompt segments are what a model would be shown;
-    each call's ``text`` is what it would read back.
+    each call's ``text`` is what it would read back. Calls are dispatched against that
+    catalogue: a tool it does not offer (read_spill with a ``file://`` store) is ``Error:``
+    text.
     """
 
     @workflow.run
@@ -52,7 +54,7 @@ class ExampleAgentWorkflow:
         for number, call in enumerate(session.calls, start=1):
             # Shown as "current details" in the Temporal UI while the session runs.
             workflow.set_current_details(f"tool call {number} of {len(session.calls)}: {call.name}")
-            results.append(await tools.call(call.name, call.arguments))
+            results.append(await tools.call(call.name, call.arguments, catalogue=catalogue))
         workflow.set_current_details(f"done: {len(results)} tool calls")
         return AgentOutput(catalogue=catalogue, results=results)
 

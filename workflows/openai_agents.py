@@ -9,7 +9,8 @@ One line of glue in the agent's workflow::
     )
 
 Each tool is a plain ``agents.FunctionTool`` whose invoker runs *in the workflow* and calls
-``FsSearchTools.call``: the search is our activity on the workspace's queue
+``FsSearchTools.call`` with the catalogue (so only the tools it offers are dispatched, whatever
+``tools`` fetched itself): the search is our activity on the workspace's queue
 (``fs-search/<workspace_id>``), scheduled with FsSearchTools' options, not a tool activity
 on the agent's queue. The model reads the call's ``text``; a failed call, or arguments that
 are not a JSON object the tool accepts, reads ``Error: <message>`` (the run goes on). Works
@@ -47,7 +48,7 @@ def function_tools(tools: FsSearchTools, catalogue: ToolsResult) -> list[Functio
     optional argument stays optional rather than becoming a required nullable one). An
     unavailable catalogue has no tools, so the list is empty.
     """
-    return [_function_tool(tools, spec) for spec in catalogue.tools]
+    return [_function_tool(tools, catalogue, spec) for spec in catalogue.tools]
 
 
 def instructions(catalogue: ToolsResult) -> str:
@@ -55,18 +56,18 @@ def instructions(catalogue: ToolsResult) -> str:
     return "\n\n".join(catalogue.system_prompt)
 
 
-def _function_tool(tools: FsSearchTools, spec: ToolSpec) -> FunctionTool:
+def _function_tool(tools: FsSearchTools, catalogue: ToolsResult, spec: ToolSpec) -> FunctionTool:
     return FunctionTool(
         name=spec.name,
         description=spec.description,
         params_json_schema=copy.deepcopy(spec.input_schema),
-        on_invoke_tool=_invoker(tools, spec.name),
+        on_invoke_tool=_invoker(tools, catalogue, spec.name),
         strict_json_schema=False,
     )
 
 
 def _invoker(
-    tools: FsSearchTools, name: str
+    tools: FsSearchTools, catalogue: ToolsResult, name: str
 ) -> Callable[[RunContextWrapper[Any], str], Awaitable[str]]:
     async def invoke(context: RunContextWrapper[Any], arguments: str) -> str:
         # Runs in workflow code: FsSearchTools schedules the search on the workspace's
@@ -77,7 +78,7 @@ def _invoker(
         parsed = parse_arguments(arguments)
         if isinstance(parsed, ToolResult):
             return parsed.text
-        return (await tools.call(name, parsed)).text
+        return (await tools.call(name, parsed, catalogue=catalogue)).text
 
     return invoke
 

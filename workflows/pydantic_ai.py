@@ -9,7 +9,8 @@ One line of glue in the agent's workflow::
 and every tool marked ``metadata={"temporal": False}``: pydantic-ai's Temporal integration
 (the ``TemporalDurability`` capability, or the deprecated ``TemporalAgent``) then runs the
 tool *in the workflow* instead of in a tool activity of its own, and the tool calls
-``FsSearchTools.call``: the search is our activity on the workspace's queue
+``FsSearchTools.call`` with the catalogue (so only the tools it offers are dispatched,
+whatever ``tools`` fetched itself): the search is our activity on the workspace's queue
 (``fs-search/<workspace_id>``), with FsSearchTools' options. The model reads the call's
 ``text``; a failed call, or arguments that are not a JSON object the tool accepts, reads
 ``Error: <message>`` (the run goes on); cancelling the workflow cancels the activity, and
@@ -54,7 +55,7 @@ def toolset(
     toolset.
     """
     return _Toolset(
-        [_tool(tools, spec) for spec in catalogue.tools],
+        [_tool(tools, catalogue, spec) for spec in catalogue.tools],
         id=id,
         instructions=instructions(catalogue) or None,
     )
@@ -117,13 +118,13 @@ class _Toolset(FunctionToolset[Any]):
         }
 
 
-def _tool(tools: FsSearchTools, spec: ToolSpec) -> Tool[Any]:
+def _tool(tools: FsSearchTools, catalogue: ToolsResult, spec: ToolSpec) -> Tool[Any]:
     name = spec.name
 
     async def call(**arguments: Any) -> str:
         # Runs in workflow code: FsSearchTools schedules the search on the workspace's
         # queue and turns every failure into Error: text (a cancelled workflow re-raises).
-        return (await tools.call(name, arguments)).text
+        return (await tools.call(name, arguments, catalogue=catalogue)).text
 
     tool: Tool[Any] = Tool.from_schema(
         call, name=name, description=spec.description, json_schema=copy.deepcopy(spec.input_schema)

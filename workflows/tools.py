@@ -49,6 +49,9 @@ with workflow.unsafe.imports_passed_through():
 # Failures that a retry cannot fix: the contract's codes, and a result too large for
 # Temporal (retrying would loop forever).
 NON_RETRYABLE_ERROR_TYPES = [code.value for code in ErrorCode] + ["PayloadsTooLarge"]
+# What ``call`` dispatches when no catalogue is known: every worker offers these two
+# (read_spill only with a store the model cannot read itself).
+ALWAYS_OFFERED = ("glob", "grep")
 DEFAULT_RETRY_POLICY = RetryPolicy(
     maximum_attempts=3, non_retryable_error_types=NON_RETRYABLE_ERROR_TYPES
 )
@@ -116,6 +119,8 @@ class FsSearchTools:
         self.schedule_to_start_timeout = schedule_to_start_timeout
         self.retry_policy = retry_policy or DEFAULT_RETRY_POLICY
         self.cancellation_type = cancellation_type
+        # The last available catalogue ``catalogue()`` fetched: what ``call`` dispatches.
+        self._catalogue: ToolsResult | None = None
 
     def activity_config(self, summary: str | None = None) -> workflow.ActivityConfig:
         """The options every call is scheduled with."""
@@ -175,21 +180,44 @@ class FsSearchTools:
             limit=limit,
         )
 
-    async def call(self, name: str, arguments: object) -> ToolResult:
-        """Dispatch a model's tool call by name.
+    async def call(
+        self, name: str, arguments: object, *, catalogue: ToolsResult | None = None
+    ) -> ToolResult:
+        """Dispatch a model's tool call by name, if the worker's catalogue offers the tool.
+
+        The offered tools are ``catalogue``'s if given, else those of the last catalogue
+        this instance fetched with ``catalogue()``; with neither (or only an unavailable
+        one), glob and grep are dispatched and read_spill is refused. A tool not offered is
+        ``Error:`` text naming it: read_spill is offered only with a spill store the model
+        cannot read itself (S3), and with a ``file://`` store the model reads spill files
+        with its own read tool. ``glob()``, ``grep()`` and ``read_spill()`` called directly
+        are not checked against the catalogue.
 
         ``arguments`` are the model's, decoded from JSON (``parse_arguments``): anything but
         an object (a mapping with string keys; None counts as ``{}``) is ``Error:`` text.
         They are validated by the tool's model (``GlobArguments``, ...): only its schema's
         fields, typed as the schema says, within the contract's limits. Never raises for
-        any arguments: every refusal is INVALID_ARGUMENT text, nothing scheduled.
+        any name or arguments: every refusal is INVALID_ARGUMENT text, nothing scheduled.
         """
+        offered, known = self._offered(catalogue)
         model = TOOL_ARGUMENTS.get(name)
         if model is None:
-            known = ", ".join(sorted(TOOL_ARGUMENTS))
             return ToolResult.failure(
-                ErrorCode.INVALID_ARGUMENT, f"unknown tool {name!r} (known: {known})"
+                ErrorCode.INVALID_ARGUMENT,
+                f"unknown tool {name!r} (offered: {', '.join(offered)})",
             )
+        if name not in offered:
+            if known:
+                message = (
+                    f"tool {name!r} is not offered by this worker (offered: {', '.join(offered)})"
+                )
+            else:
+                message = (
+                    f"tool {name!r} is dispatched only when the worker's catalogue offers it: "
+                    "fetch the catalogue first (FsSearchTools.catalogue()) or pass it "
+                    "(call(..., catalogue=...))"
+                )
+            return ToolResult.failure(ErrorCode.INVALID_ARGUMENT, message)
         fields = object_arguments({} if arguments is None else arguments)
         if isinstance(fields, ToolResult):
             return fields
@@ -206,9 +234,12 @@ class FsSearchTools:
         raise TypeError(f"no dispatch for tool {name!r}")  # TOOL_ARGUMENTS holds only these
 
     async def catalogue(self) -> ToolsResult:
-        """The worker's tool definitions and prompt segments (``available: false`` on failure)."""
+        """The worker's tool definitions and prompt segments (``available: false`` on failure).
+
+        An available catalogue is remembered: ``call`` then dispatches the tools it offers.
+        """
         try:
-            return await workflow.execute_activity(
+            fetched = await workflow.execute_activity(
                 TOOLS_ACTIVITY,
                 result_type=ToolsResult,
                 **self.activity_config(summary="fs_search tools"),
@@ -223,8 +254,21 @@ class FsSearchTools:
                 sample_over_cap_glob_results=False,
                 timeout_ms=self.timeout_ms,
             )
+        if fetched.available:
+            self._catalogue = fetched
+        return fetched
 
     # --- plumbing --------------------------------------------------------------------
+
+    def _offered(self, catalogue: ToolsResult | None) -> tuple[list[str], bool]:
+        """The tool names ``call`` dispatches, and whether a catalogue said so.
+
+        An unavailable catalogue offers nothing it knows of: it counts as none.
+        """
+        for known in (catalogue, self._catalogue):
+            if known is not None and known.available:
+                return [tool.name for tool in known.tools], True
+        return list(ALWAYS_OFFERED), False
 
     async def _run(
         self,
