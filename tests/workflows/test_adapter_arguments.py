@@ -28,39 +28,15 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
-from fs_search.activities.catalogue import tools_and_prompts
-from fs_search.activities.models import ErrorCode, ToolResult, ToolsResult
+from fs_search.activities.models import ErrorCode, ToolResult
 from fs_search.workflows import openai_agents, pydantic_ai
-from fs_search.workflows.tools import FsSearchTools, parse_arguments
+from fs_search.workflows.tools import parse_arguments
 from tests.workflows.argument_strategies import any_objects, arguments, dump, json_texts, nested
+from tests.workflows.canned import CannedTools, catalogue
 
 PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 TOOLS = ["glob", "grep", "read_spill"]
-
-
-class CannedTools(FsSearchTools):
-    """FsSearchTools whose searches answer ``ran <tool>`` without Temporal."""
-
-    async def glob(self, pattern: str, path: str | None = None) -> ToolResult:
-        return ToolResult(text="ran glob")
-
-    async def grep(
-        self, pattern: str, path: str | None = None, include: str | None = None
-    ) -> ToolResult:
-        return ToolResult(text="ran grep")
-
-    async def read_spill(self, locator: str, offset: int = 0, limit: int = 2000) -> ToolResult:
-        return ToolResult(text="ran read_spill")
-
-
-CATALOGUE = ToolsResult(
-    available=True,
-    tools=tools_and_prompts(
-        sample_over_cap=False, glob_cap=1, grep_cap=1, line_bytes=1, read_spill=True
-    )[0],
-    sample_over_cap_glob_results=False,
-    timeout_ms=1,
-)
+CATALOGUE = catalogue(read_spill=True)
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +62,7 @@ def assert_model_text(text: object, tool: str, *, refused: bool = False) -> None
 @given(tool=st.sampled_from(TOOLS), arguments=arguments)
 def test_call_answers_any_value_with_text(run, tool, arguments):
     """FsSearchTools.call answers any decoded value with text, refusing all but objects."""
-    result = run(CannedTools("ws").call(tool, arguments))
+    result = run(CannedTools("ws").call(tool, arguments, catalogue=CATALOGUE))
     assert_model_text(result.text, tool, refused=not isinstance(arguments, dict))
     if result.is_error:
         assert result.error is not None and result.error.code == ErrorCode.INVALID_ARGUMENT
