@@ -11,8 +11,27 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
+    from fs_search.activities.catalogue import tools_and_prompts
     from fs_search.activities.models import ToolResult, ToolsResult
     from fs_search.workflows.tools import NON_RETRYABLE_ERROR_TYPES, FsSearchTools
+
+
+def _every_tool() -> ToolsResult:
+    specs, prompts = tools_and_prompts(
+        sample_over_cap=False, glob_cap=100, grep_cap=250, line_bytes=2000, read_spill=True
+    )
+    return ToolsResult(
+        available=True,
+        tools=specs,
+        system_prompt=prompts,
+        sample_over_cap_glob_results=False,
+        timeout_ms=30_000,
+    )
+
+
+# These workflows drive the activities themselves (read_spill included, whatever the
+# worker's store): a catalogue that offers every tool.
+EVERY_TOOL = _every_tool()
 
 
 class Options(BaseModel):
@@ -64,7 +83,7 @@ class CallsWorkflow:
     @workflow.run
     async def run(self, spec: Calls) -> list[ToolResult]:
         tools = spec.options.tools()
-        return [await tools.call(name, args) for name, args in spec.calls]
+        return [await tools.call(name, args, catalogue=EVERY_TOOL) for name, args in spec.calls]
 
 
 @workflow.defn
@@ -91,7 +110,7 @@ class CancelOneCallWorkflow:
     async def run(self, spec: Calls) -> ToolResult:
         tools = spec.options.tools()
         name, args = spec.calls[0]
-        task = asyncio.ensure_future(tools.call(name, args))
+        task = asyncio.ensure_future(tools.call(name, args, catalogue=EVERY_TOOL))
         await workflow.wait_condition(lambda: self._cancel or task.done())
         if not task.done():
             task.cancel()
@@ -123,5 +142,5 @@ class MixedCallsWorkflow:
                     schedule_to_start_timeout=timedelta(milliseconds=spec.schedule_to_start_ms),
                 ),
             )
-            results.append(await helper.call(name, args))
+            results.append(await helper.call(name, args, catalogue=EVERY_TOOL))
         return results
