@@ -93,9 +93,16 @@ def _text(limit: int) -> _Check:
     return _Check(test)
 
 
+def _shown(value: int) -> str:
+    """An integer as an error message quotes it: a huge one is not spelled out."""
+    if abs(value) < 10**18:
+        return str(value)
+    return f"a number of about {int(value.bit_length() * 0.30103) + 1} digits"
+
+
 def _at_least(bound: int) -> _Check:
     return _Check(
-        lambda name, value: f"{name} must be >= {bound} (got {value})" if value < bound else None,
+        lambda name, v: f"{name} must be >= {bound} (got {_shown(v)})" if v < bound else None,
         {"minimum": bound},
     )
 
@@ -130,7 +137,7 @@ def include_problem(include: str | None) -> str | None:
 
 
 _NOT_BLANK = _Check(lambda name, v: f"{name} must not be blank" if not v.strip() else None)
-_POSITIVE = _Check(lambda name, v: f"{name} must be positive (got {v})" if v <= 0 else None)
+_POSITIVE = _Check(lambda name, v: f"{name} must be positive (got {_shown(v)})" if v <= 0 else None)
 
 Pattern = Annotated[str, _text(MAX_PATTERN_BYTES), _NOT_BLANK]
 PathText = Annotated[str, _text(MAX_PATH_BYTES)]

@@ -146,3 +146,10 @@ def test_model_arguments_that_pass():
     )
     page = TOOL_ARGUMENTS["read_spill"].checked({"locator": "s3://b/k", "limit": 10**6})
     assert isinstance(page, ReadSpillArguments) and page.limit == MAX_READ_SPILL_LINES
+
+
+def test_a_huge_number_is_refused_without_being_spelled_out():
+    """A 5,000-digit negative offset is INVALID_ARGUMENT naming its size, not its digits."""
+    with pytest.raises(ArgumentProblem) as info:
+        ReadSpillArguments.checked({"locator": "x", "offset": -(10**5000)})
+    assert "about 5001 digits" in str(info.value) and "Exceeds the limit" not in str(info.value)
