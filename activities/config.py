@@ -52,6 +52,9 @@ class FsSearchConfig(BaseModel):
     sandbox: Literal["auto", "required", "off"] = "auto"
     # rg's address-space limit: a planted huge or endless ignore file cannot exhaust the host.
     rg_memory_mb: int = Field(1024, ge=64)
+    # Poll a workspace queue even when a live worker of another host polls it (hosts that
+    # see the same files). Off: such a queue is refused (worker/queue_owner.py).
+    allow_shared_queue: bool = False
 
     @classmethod
     def env_name(cls, key: str) -> str:

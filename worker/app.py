@@ -30,6 +30,7 @@ from fs_search.activities.search import RgStatus, SearchActivities
 from fs_search.activities.storage import Storage, storage_for
 from fs_search.activities.telemetry import SearchTelemetry
 from fs_search.worker.binaries import find_binary
+from fs_search.worker.queue_owner import claim_queue, host_id_from_env, identity_for
 
 log = logging.getLogger(__name__)
 
@@ -148,9 +149,10 @@ async def build_activities(
     return services.activities_for(workspace, workspace_id)
 
 
-def worker_identity() -> str:
-    """The Temporal identity of this process's workers: host and pid."""
-    return f"fs-search-worker {os.getpid()}@{socket.gethostname()}"
+def worker_identity(host_id: str | None = None) -> str:
+    """The Temporal identity of this process's workers: pid, host name and host id
+    (``FS_SEARCH_HOST_ID`` unless given; shown only when it is not the host name)."""
+    return identity_for(host_id or host_id_from_env())
 
 
 def new_worker(
@@ -238,31 +240,53 @@ async def run_until_signalled(
     workspace_id: str,
     workflows: Sequence[type] = (),
     on_ready: Callable[[], None] | None = None,
+    host_id: str | None = None,
 ) -> None:
-    """Poll the workspace queue until SIGINT/SIGTERM, then shut down killing rg groups."""
+    """Poll the workspace queue until SIGINT/SIGTERM, then shut down killing rg groups.
+
+    ``host_id``: this host (default ``FS_SEARCH_HOST_ID`` or the host name).
+
+    Raises:
+        QueueTaken: a live worker of another host polls the queue (unless the settings'
+            ``allow_shared_queue``); logged naming both, and nothing was polled.
+    """
     stop = stop_on_signals()
     queue = task_queue_for(workspace_id)
-    worker = new_worker(client, activities, workspace_id=workspace_id, workflows=list(workflows))
-    async with maintenance(activities), worker:
-        # A long-running worker starts its digest helpers now rather than on a first search.
-        warming = asyncio.create_task(activities.offload.warm())
-        log.info(
-            "fs-search worker for workspace %s (id %s) polling task queue %s on %s, namespace %s",
-            activities.workspace.root,
-            workspace_id,
+    host_id = host_id or host_id_from_env()
+    identity = identity_for(host_id)
+    worker = new_worker(
+        client, activities, workspace_id=workspace_id, workflows=list(workflows), identity=identity
+    )
+    async with maintenance(activities):
+        await claim_queue(
+            client,
             queue,
-            client.service_client.config.target_host,
-            client.namespace,
+            host_id=host_id,
+            identity=identity,
+            allow_shared=activities.config.allow_shared_queue,
         )
-        log.info(
-            "ripgrep: %s; sandbox: %s; storage: %s",
-            activities.rg.version or activities.rg.reason,
-            activities.sandbox_description(),
-            activities.storage.describe(),
-        )
-        if on_ready:
-            on_ready()
-        await stop.wait()
-        warming.cancel()
-        log.info("shutting down: cancelling running searches")
+        async with worker:
+            # A long-running worker starts its digest helpers now rather than on a first search.
+            warming = asyncio.create_task(activities.offload.warm())
+            log.info(
+                "fs-search worker for workspace %s (id %s) polling task queue %s on %s, "
+                "namespace %s (identity %s)",
+                activities.workspace.root,
+                workspace_id,
+                queue,
+                client.service_client.config.target_host,
+                client.namespace,
+                identity,
+            )
+            log.info(
+                "ripgrep: %s; sandbox: %s; storage: %s",
+                activities.rg.version or activities.rg.reason,
+                activities.sandbox_description(),
+                activities.storage.describe(),
+            )
+            if on_ready:
+                on_ready()
+            await stop.wait()
+            warming.cancel()
+            log.info("shutting down: cancelling running searches")
     log.info("worker stopped")

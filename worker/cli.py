@@ -17,6 +17,7 @@ from fs_search.activities.models import (
 )
 from fs_search.worker.cli_parser import attach_regexp, build_parser
 from fs_search.worker.connect import TemporalSettingsError, TemporalUnreachable
+from fs_search.worker.queue_owner import QueueTaken
 from fs_search.worker.telemetry import TelemetryConfigError
 
 EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
@@ -67,6 +68,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TemporalUnreachable as e:
         print(f"fs-search: {e}", file=sys.stderr)
         return EXIT_UNREACHABLE
+    except QueueTaken as e:
+        # The error naming both workers is logged just above.
+        print(
+            f"fs-search: worker not started: another host's worker polls {e.queue}",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
     parser.error(f"unknown command {args.command}")
@@ -77,6 +85,7 @@ async def _worker(args: argparse.Namespace) -> int:
     from fs_search.worker.app import build_services, default_workspace_id, run_until_signalled
     from fs_search.worker.connect import connect
     from fs_search.worker.fleet import serve_root
+    from fs_search.worker.queue_owner import host_id_from_env
     from fs_search.worker.telemetry import telemetry_from_env
     from fs_search.workflows.plugin import FsSearchPlugin
 
@@ -85,6 +94,7 @@ async def _worker(args: argparse.Namespace) -> int:
     if problem:
         print(f"fs-search: {problem}", file=sys.stderr)
         return EXIT_USAGE
+    host_id = host_id_from_env()
     telemetry = telemetry_from_env()
     async with telemetry.running():
         services = await build_services(config)
@@ -101,7 +111,7 @@ async def _worker(args: argparse.Namespace) -> int:
             return EXIT_OK
         workspace_id = args.workspace_id or default_workspace_id(args.workspace)
         activities = services.activities_for(args.workspace, workspace_id)
-        await run_until_signalled(client, activities, workspace_id=workspace_id)
+        await run_until_signalled(client, activities, workspace_id=workspace_id, host_id=host_id)
     return EXIT_OK
 
 
