@@ -3,7 +3,9 @@
 Each direct subdirectory whose name is a valid workspace id gets its own ``Worker`` on
 ``fs-search/<id>``; all of them share one rg executor, one set of digest helpers, one
 storage and one :class:`~fs_search.worker.slots.FairSlots` activity slot supplier. A scan
-every ``scan_interval`` seconds attaches new directories and detaches vanished ones.
+every ``scan_interval`` seconds attaches new directories and detaches vanished ones, and
+re-attaches one whose name now leads to another directory (an attached workspace keeps
+meaning the directory it attached).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from temporalio.worker import (
 
 from fs_search.activities.models import task_queue_for
 from fs_search.activities.pipeline import NICE_STEP
+from fs_search.activities.search import SearchActivities
 from fs_search.activities.telemetry import INSTRUMENTATION
 from fs_search.worker.app import (
     MAX_HEARTBEAT_THROTTLE,
@@ -45,12 +48,16 @@ WORKSPACE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 DEFAULT_SCAN_INTERVAL_S = 2.0
 DEFAULT_PER_WORKSPACE = 4
 
+Identity = tuple[int, int]
+
 
 @dataclass(frozen=True)
 class Scan:
-    """One look at the root: workspace id -> real path, and names skipped with why."""
+    """One look at the root: workspace id -> real path and ``(st_dev, st_ino)`` of the
+    directory it names, and names skipped with why."""
 
     found: dict[str, str] = field(default_factory=dict)
+    identities: dict[str, Identity] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
 
 
@@ -80,15 +87,28 @@ def scan_root(root: str) -> Scan:
             if not real.startswith(real_root + os.sep):
                 scan.skipped[name] = "a symlink that leads outside the workspaces root"
                 continue
+            try:
+                st = os.stat(real)
+            except OSError:
+                continue  # gone while we looked
             scan.found[name] = real
+            scan.identities[name] = (st.st_dev, st.st_ino)
     return scan
 
 
 @dataclass
 class _Attached:
     path: str
+    activities: SearchActivities
     worker: Worker
     running: asyncio.Task[None]
+
+    def holds(self) -> Identity | None:
+        """Which directory the attached activities search (None: it cannot be told)."""
+        try:
+            return self.activities.workspace.identity
+        except OSError:
+            return None
 
 
 class Fleet:
@@ -138,7 +158,10 @@ class Fleet:
         # Detaching lets running calls finish: at most their budget, plus a margin.
         self.drain = timedelta(milliseconds=config.timeout_ms) + timedelta(seconds=5)
         self.attached: dict[str, _Attached] = {}
+        self._attaching: dict[str, asyncio.Task[None]] = {}
+        self._latest = Scan()
         self._draining: set[asyncio.Task[None]] = set()
+        self._stopping: dict[str, asyncio.Task[None]] = {}
         self._warned: set[str] = set()
         self.identity = worker_identity()
         meter = metrics.get_meter(INSTRUMENTATION)
@@ -153,53 +176,101 @@ class Fleet:
         yield Observation(len(self.attached))
 
     async def scan(self) -> None:
-        """Attach new workspaces, detach vanished (or re-pointed) ones."""
+        """Attach new workspaces, detach vanished (or re-pointed) ones.
+
+        New workspaces are attached in the background (a re-pointed one once its previous
+        worker has drained)."""
         try:
             scan = await asyncio.to_thread(scan_root, self.root)
         except OSError as e:
             log.warning("cannot scan the workspaces root %s: %s", self.root, e)
             return
+        self._latest = scan
         for name, reason in scan.skipped.items():
             if name not in self._warned:
                 self._warned.add(name)
                 log.warning("skipping %r under %s: %s", name, self.root, reason)
         self._warned &= set(scan.skipped)
-        gone = [w for w, a in self.attached.items() if scan.found.get(w) != a.path]
-        for workspace_id in gone:
-            self.detach(workspace_id)
+        for workspace_id, attached in list(self.attached.items()):
+            path = scan.found.get(workspace_id)
+            if path is None:
+                self.detach(workspace_id)
+            elif path != attached.path or scan.identities[workspace_id] != attached.holds():
+                log.info(
+                    "workspace %s now names another directory (%s): attaching that one",
+                    workspace_id,
+                    path,
+                )
+                self.detach(workspace_id)
         for workspace_id, path in scan.found.items():
-            if workspace_id not in self.attached:
-                self.attach(workspace_id, path)
+            if workspace_id in self.attached or workspace_id in self._attaching:
+                continue
+            task = asyncio.create_task(self._attach_scanned(workspace_id, path))
+            self._attaching[workspace_id] = task
 
-    def attach(self, workspace_id: str, path: str) -> None:
-        """Start polling ``fs-search/<workspace_id>`` for searches of ``path``."""
+    async def attach(self, workspace_id: str, path: str) -> bool:
+        """Start polling ``fs-search/<workspace_id>`` for searches of ``path``. False: ``path``
+        cannot be served."""
+        return await self._attach(workspace_id, path, wanted=lambda: True)
+
+    async def _attach(self, workspace_id: str, path: str, *, wanted: Callable[[], bool]) -> bool:
+        """Open the directory, wait for this process's previous worker on the queue to drain,
+        then start, if ``wanted()`` still says so."""
+        if workspace_id in self.attached:
+            return True
         try:
             activities = self.services.activities_for(path, workspace_id, nice_step=NICE_STEP)
         except Exception as e:  # noqa: BLE001 - one bad directory must not stop the others
             log.warning("cannot attach workspace %s (%s): %s", workspace_id, path, e)
-            return
-        worker = Worker(
-            self.client,
-            task_queue=task_queue_for(workspace_id),
-            activities=activities.all(),  # type: ignore[arg-type]
-            tuner=self.tuner,
-            # One poller per queue. Temporal's poller autoscaling (minimum 1) costs ~7 % of a
-            # core with 1,000 idle queues on this 2-core machine; a single poller costs ~0 %,
-            # and a busy queue still runs up to its share at once (each task frees the
-            # poller to poll again at once).
-            activity_task_poller_behavior=PollerBehaviorSimpleMaximum(1),
-            max_heartbeat_throttle_interval=MAX_HEARTBEAT_THROTTLE,
-            default_heartbeat_throttle_interval=MAX_HEARTBEAT_THROTTLE,
-            graceful_shutdown_timeout=self.drain,
-            identity=self.identity,
+            return False
+        # Temporal allows one worker per queue and client: a detached one must be gone first.
+        previous = self._stopping.get(workspace_id)
+        if previous is not None:
+            await asyncio.wait({previous})
+        if workspace_id in self.attached or not wanted():
+            return False
+        return self._start(workspace_id, path, activities)
+
+    async def _attach_scanned(self, workspace_id: str, path: str) -> None:
+        try:
+            # Attach only what the latest scan still finds there.
+            await self._attach(
+                workspace_id, path, wanted=lambda: self._latest.found.get(workspace_id) == path
+            )
+        finally:
+            self._attaching.pop(workspace_id, None)
+
+    def _start(self, workspace_id: str, path: str, activities: SearchActivities) -> bool:
+        """Start polling ``fs-search/<workspace_id>`` for searches of ``path``."""
+        try:
+            worker = Worker(
+                self.client,
+                task_queue=task_queue_for(workspace_id),
+                activities=activities.all(),  # type: ignore[arg-type]
+                tuner=self.tuner,
+                # One poller per queue. Temporal's poller autoscaling (minimum 1) costs ~7 % of
+                # a core with 1,000 idle queues on this 2-core machine; a single poller costs
+                # ~0 %, and a busy queue still runs up to its share at once (each task frees
+                # the poller to poll again at once).
+                activity_task_poller_behavior=PollerBehaviorSimpleMaximum(1),
+                max_heartbeat_throttle_interval=MAX_HEARTBEAT_THROTTLE,
+                default_heartbeat_throttle_interval=MAX_HEARTBEAT_THROTTLE,
+                graceful_shutdown_timeout=self.drain,
+                identity=self.identity,
+            )
+        except Exception as e:  # noqa: BLE001 - one queue must not stop the others
+            log.warning("cannot attach workspace %s (%s): %s", workspace_id, path, e)
+            return False
+        self.attached[workspace_id] = _Attached(
+            path, activities, worker, asyncio.create_task(worker.run())
         )
-        self.attached[workspace_id] = _Attached(path, worker, asyncio.create_task(worker.run()))
         log.info(
             "attached workspace %s (%s) on task queue %s",
             workspace_id,
             path,
             task_queue_for(workspace_id),
         )
+        return True
 
     def detach(self, workspace_id: str) -> None:
         """Stop polling the workspace's queue; its running calls finish in the background."""
@@ -209,7 +280,14 @@ class Fleet:
         log.info("detaching workspace %s (%s)", workspace_id, attached.path)
         task = asyncio.create_task(_stop(workspace_id, attached))
         self._draining.add(task)
-        task.add_done_callback(self._draining.discard)
+        self._stopping[workspace_id] = task
+
+        def done(task: asyncio.Task[None]) -> None:
+            self._draining.discard(task)
+            if self._stopping.get(workspace_id) is task:
+                del self._stopping[workspace_id]
+
+        task.add_done_callback(done)
 
     async def run(self, stop: asyncio.Event, on_ready: Callable[[], None] | None = None) -> None:
         """Scan until ``stop`` is set, then drain every workspace and return."""
@@ -221,6 +299,10 @@ class Fleet:
                 await asyncio.wait_for(stop.wait(), self.scan_interval)
             if not stop.is_set():
                 await self.scan()
+        attaching = list(self._attaching.values())
+        for task in attaching:
+            task.cancel()
+        await asyncio.gather(*attaching, return_exceptions=True)
         for workspace_id in list(self.attached):
             self.detach(workspace_id)
         if self._draining:

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
 from temporalio.worker import Worker
 
 from fs_search.activities.config import FsSearchConfig
@@ -56,16 +57,46 @@ def test_scan_resolves_links_that_stay_under_the_root(tmp_path):
     assert "outside the workspaces root" in scan.skipped["escape"]
 
 
+def test_scan_records_which_directory_each_entry_names(tmp_path):
+    """Each found entry's (st_dev, st_ino): a link and its target are one directory; a
+    directory replaced under the same name while the old one is held (as an attached
+    workspace holds its root) is another."""
+    root = tmp_path / "root"
+    (root / "real").mkdir(parents=True)
+    os.symlink(root / "real", root / "alias")
+    st = os.stat(root / "real")
+    assert scan_root(str(root)).identities == {
+        "real": (st.st_dev, st.st_ino),
+        "alias": (st.st_dev, st.st_ino),
+    }
+    held = os.open(root / "real", os.O_PATH)  # an unheld inode number may be reused at once
+    try:
+        shutil.rmtree(root / "real")
+        (root / "real").mkdir()
+        again = os.stat(root / "real")
+        assert scan_root(str(root)).identities["real"] == (again.st_dev, again.st_ino)
+        assert (again.st_dev, again.st_ino) != (st.st_dev, st.st_ino)
+    finally:
+        os.close(held)
+
+
 # --- serving -------------------------------------------------------------------------------
 
 
 @contextlib.asynccontextmanager
-async def _fleet(dev_env, root: Path, spill: Path, **settings) -> AsyncIterator[tuple[Fleet, str]]:
+async def _fleet(
+    dev_env,
+    root: Path,
+    spill: Path,
+    *,
+    scan_interval: float = 0.2,
+    **settings,
+) -> AsyncIterator[tuple[Fleet, str]]:
     """A Fleet over ``root`` (scanned every 0.2 s) and a workflow worker; yields its queue."""
     settings.setdefault("sample_over_cap_glob_results", False)
     config = FsSearchConfig.load(getenv=lambda _: None, overrides=settings)
     services = await build_services(config, storage=local_storage(spill))
-    fleet = Fleet(dev_env.client, services, root, scan_interval=0.2)
+    fleet = Fleet(dev_env.client, services, root, scan_interval=scan_interval)
     stop = asyncio.Event()
     queue = f"wf-{uuid.uuid4()}"
     running = asyncio.create_task(fleet.run(stop))
@@ -196,6 +227,99 @@ async def test_a_flooding_workspace_leaves_room_for_a_quiet_one(dev_env, tmp_pat
         await asyncio.gather(*flood, return_exceptions=True)
     assert answer.result.total == 1
     assert quiet_latency < 4, quiet_latency  # it did not wait for the flood's 4 s budgets
+
+
+# --- an attached workspace keeps meaning the directory it attached --------------------------
+
+
+async def _grep(dev_env, queue: str, wid: str, pattern: str, **options):
+    (result,) = await _calls(dev_env, queue, [(wid, "grep", {"pattern": pattern})], **options)
+    return result
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
+async def test_a_root_entry_swapped_for_a_link_outside_never_serves_its_target(dev_env, tmp_path):
+    """`root/a` renamed away and replaced by a symlink to a directory outside the root: no
+    search on fs-search/a ever reads what the link leads to — before the next scan (the
+    attached directory is still the one searched) nor after it (detached)."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (wid,) = _ids("swap", 1)
+    write_tree(root / wid, {"own.txt": "own words\n"})
+    write_tree(outside, {"canary.txt": "the-canary-outside words\n"})
+    async with _fleet(dev_env, root, tmp_path / "spill", scan_interval=3600) as (fleet, queue):
+        await _until(lambda: wid in fleet.attached, 30)
+        assert (await _grep(dev_env, queue, wid, "words")).result.total == 1
+        os.rename(root / wid, root / ".moved")
+        os.symlink(outside, root / wid)
+        unscanned = [
+            await _grep(dev_env, queue, wid, "words"),
+            *await _calls(dev_env, queue, [(wid, "glob", {"pattern": "**"})]),
+        ]
+        await fleet.scan()
+        assert wid not in fleet.attached
+        scanned = await _grep(dev_env, queue, wid, "words", schedule_to_start_ms=1500)
+    for result in [*unscanned, scanned]:
+        assert "canary" not in result.text, result.text
+    assert [m.line for m in unscanned[0].result.matches] == ["own words"], unscanned[0].text
+    assert unscanned[1].result.paths == ["own.txt"], unscanned[1].text
+    assert scanned.is_error and scanned.error.code == ErrorCode.SEARCH_FAILED, scanned.text
+
+
+@pytest.mark.parametrize("how", ["replaced", "linked-inside"])
+async def test_a_root_entry_naming_another_directory_is_attached_again(dev_env, tmp_path, how):
+    """`rm -rf root/a && mkdir root/a` (or `root/a` swapped for a link to another directory
+    under the root): after the next scan, fs-search/a searches the directory the name leads to
+    now."""
+    root = tmp_path / "root"
+    (wid,) = _ids("again", 1)
+    write_tree(root / wid, {"old.txt": "old words\n"})
+    async with _fleet(dev_env, root, tmp_path / "spill", scan_interval=3600) as (fleet, queue):
+        await _until(lambda: wid in fleet.attached, 30)
+        assert (await _grep(dev_env, queue, wid, "words")).result.total == 1
+        if how == "replaced":
+            shutil.rmtree(root / wid)
+            write_tree(root / wid, {"new.txt": "new words\n"})
+        else:
+            write_tree(root / ".store" / "x", {"new.txt": "new words\n"})
+            os.rename(root / wid, root / ".old")
+            os.symlink(root / ".store" / "x", root / wid)
+        now = _identity(root / wid)
+        await fleet.scan()
+        await _until(lambda: wid in fleet.attached, 30)
+        assert fleet.attached[wid].holds() == now
+        assert fleet.attached[wid].path == os.path.realpath(root / wid)
+        after = await _grep(dev_env, queue, wid, "words")
+    assert [(m.path, m.line) for m in after.result.matches] == [("new.txt", "new words")], (
+        after.text
+    )
+
+
+async def test_a_workspace_re_attached_while_a_call_runs_waits_for_it(dev_env, tmp_path):
+    """The directory is replaced while a call searches the old one: the call finishes on the
+    old worker (detached, draining), and the new worker starts only after it (Temporal allows one
+    worker per queue and client), then serves the new directory."""
+    root = tmp_path / "root"
+    (wid,) = _ids("busy", 1)
+    sparse_file(root / wid / "big.bin", gigabytes=3)
+    async with _fleet(dev_env, root, tmp_path / "spill", scan_interval=3600) as (fleet, queue):
+        await _until(lambda: wid in fleet.attached, 30)
+        running = asyncio.create_task(
+            _calls(dev_env, queue, [(wid, "grep", {"pattern": "needle", "path": "big.bin"})])
+        )
+        await _until(lambda: fleet.services.executor.live_process_groups, 20)
+        os.rename(root / wid, root / ".old")
+        write_tree(root / wid, {"new.txt": "new needle\n"})
+        await fleet.scan()
+        assert wid not in fleet.attached
+        (searched,) = await running
+        await _until(lambda: wid in fleet.attached, 30)
+        after = await _grep(dev_env, queue, wid, "needle")
+    assert not searched.is_error and searched.result.total == 0, searched.text
+    assert [m.line for m in after.result.matches] == ["new needle"], after.text
 
 
 # --- the worker process --------------------------------------------------------------------
