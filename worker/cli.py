@@ -107,7 +107,7 @@ async def _worker(args: argparse.Namespace) -> int:
         )
         if args.workspaces_root:
             root, interval = args.workspaces_root, args.scan_interval
-            await serve_root(client, services, root, scan_interval=interval)
+            await serve_root(client, services, root, scan_interval=interval, host_id=host_id)
             return EXIT_OK
         workspace_id = args.workspace_id or default_workspace_id(args.workspace)
         activities = services.activities_for(args.workspace, workspace_id)

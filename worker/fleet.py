@@ -6,6 +6,12 @@ storage and one :class:`~fs_search.worker.slots.FairSlots` activity slot supplie
 every ``scan_interval`` seconds attaches new directories and detaches vanished ones, and
 re-attaches one whose name now leads to another directory (an attached workspace keeps
 meaning the directory it attached).
+
+A queue has one host: before attaching, the fleet asks Temporal who polls the queue
+(:mod:`fs_search.worker.queue_owner`, rate-limited process-wide) and refuses a queue a live
+worker of another host polls, unless ``allow_shared_queue``; a refused workspace is checked
+again on a later scan (after the other host's poller could have gone, backing off up to
+``RETRY_MAX_S``), so it attaches once the other host stops.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import contextlib
 import logging
 import os
 import re
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -38,7 +45,13 @@ from fs_search.worker.app import (
     Services,
     maintenance,
     stop_on_signals,
-    worker_identity,
+)
+from fs_search.worker.queue_owner import (
+    ALLOW_SHARED_ENV,
+    QueueCheck,
+    QueueOwners,
+    host_id_from_env,
+    identity_for,
 )
 from fs_search.worker.slots import FairSlots
 
@@ -47,6 +60,10 @@ log = logging.getLogger(__name__)
 WORKSPACE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 DEFAULT_SCAN_INTERVAL_S = 2.0
 DEFAULT_PER_WORKSPACE = 4
+# A refused workspace is checked again after max(when the other host's poller would stop
+# looking live, RETRY_MIN_S doubling per refusal), at most RETRY_MAX_S later.
+RETRY_MIN_S = 10.0
+RETRY_MAX_S = 300.0
 
 Identity = tuple[int, int]
 
@@ -111,6 +128,13 @@ class _Attached:
             return None
 
 
+@dataclass
+class _Refused:
+    others: frozenset[str]
+    count: int
+    retry_at: float
+
+
 class Fleet:
     """The workers of every workspace under ``root``, sharing ``services``.
 
@@ -120,6 +144,8 @@ class Fleet:
         root: the workspaces root directory.
         scan_interval: seconds between scans of the root.
         per_workspace: slots one workspace may hold (default 4).
+        host_id: this host (default ``FS_SEARCH_HOST_ID`` or the host name).
+        owners: who checks a queue's pollers (default: a QueueOwners on ``host_id``).
     """
 
     def __init__(
@@ -130,6 +156,8 @@ class Fleet:
         *,
         scan_interval: float = DEFAULT_SCAN_INTERVAL_S,
         per_workspace: int | None = None,
+        host_id: str | None = None,
+        owners: QueueOwners | None = None,
     ) -> None:
         self.client = client
         self.services = services
@@ -158,12 +186,18 @@ class Fleet:
         # Detaching lets running calls finish: at most their budget, plus a margin.
         self.drain = timedelta(milliseconds=config.timeout_ms) + timedelta(seconds=5)
         self.attached: dict[str, _Attached] = {}
+        # Workspaces another host's worker polls: not attached, checked again later.
+        self.refused: dict[str, _Refused] = {}
         self._attaching: dict[str, asyncio.Task[None]] = {}
         self._latest = Scan()
         self._draining: set[asyncio.Task[None]] = set()
         self._stopping: dict[str, asyncio.Task[None]] = {}
         self._warned: set[str] = set()
-        self.identity = worker_identity()
+        self._check_failing = False
+        self.host_id = owners.host_id if owners else host_id or host_id_from_env()
+        self.identity = identity_for(self.host_id)
+        self.owners = owners or QueueOwners(client, self.host_id)
+        self.allow_shared = config.allow_shared_queue
         meter = metrics.get_meter(INSTRUMENTATION)
         meter.create_observable_gauge(
             "fs_search.workspaces.attached",
@@ -171,15 +205,25 @@ class Fleet:
             unit="{workspace}",
             description="Workspaces this worker process serves",
         )
+        meter.create_observable_gauge(
+            "fs_search.workspaces.refused",
+            callbacks=[self._observe_refused],
+            unit="{workspace}",
+            description="Workspaces not served because another host's worker polls their queue",
+        )
 
     def _observe(self, _options: CallbackOptions) -> Iterable[Observation]:
         yield Observation(len(self.attached))
 
+    def _observe_refused(self, _options: CallbackOptions) -> Iterable[Observation]:
+        yield Observation(len(self.refused))
+
     async def scan(self) -> None:
         """Attach new workspaces, detach vanished (or re-pointed) ones.
 
-        New workspaces are attached in the background (a re-pointed one once its previous
-        worker has drained)."""
+        New workspaces are checked in the background (rate-limited) and attached as each
+        check passes; a refused one is checked again once its retry time has come.
+        """
         try:
             scan = await asyncio.to_thread(scan_root, self.root)
         except OSError as e:
@@ -202,20 +246,26 @@ class Fleet:
                     path,
                 )
                 self.detach(workspace_id)
+        for workspace_id in [w for w in self.refused if w not in scan.found]:
+            del self.refused[workspace_id]
+        now = time.monotonic()
         for workspace_id, path in scan.found.items():
             if workspace_id in self.attached or workspace_id in self._attaching:
+                continue
+            refused = self.refused.get(workspace_id)
+            if refused and now < refused.retry_at:
                 continue
             task = asyncio.create_task(self._attach_scanned(workspace_id, path))
             self._attaching[workspace_id] = task
 
     async def attach(self, workspace_id: str, path: str) -> bool:
-        """Start polling ``fs-search/<workspace_id>`` for searches of ``path``. False: ``path``
-        cannot be served."""
+        """Start polling ``fs-search/<workspace_id>`` for searches of ``path``, unless another
+        host's worker polls it. False: refused, or ``path`` cannot be served."""
         return await self._attach(workspace_id, path, wanted=lambda: True)
 
     async def _attach(self, workspace_id: str, path: str, *, wanted: Callable[[], bool]) -> bool:
         """Open the directory, wait for this process's previous worker on the queue to drain,
-        then start, if ``wanted()`` still says so."""
+        check the queue, then start, if ``wanted()`` still says so."""
         if workspace_id in self.attached:
             return True
         try:
@@ -227,7 +277,11 @@ class Fleet:
         previous = self._stopping.get(workspace_id)
         if previous is not None:
             await asyncio.wait({previous})
+        check = await self._check(workspace_id)
         if workspace_id in self.attached or not wanted():
+            return False
+        if check is not None and check.taken:
+            self._refuse(workspace_id, path, check)
             return False
         return self._start(workspace_id, path, activities)
 
@@ -239,6 +293,46 @@ class Fleet:
             )
         finally:
             self._attaching.pop(workspace_id, None)
+
+    async def _check(self, workspace_id: str) -> QueueCheck | None:
+        """Who else polls the workspace's queue; None when sharing is allowed."""
+        if self.allow_shared:
+            return None
+        check = await self.owners.check(task_queue_for(workspace_id))
+        if check.error:
+            # The check guards against a deployment mistake; it must not stop serving.
+            if not self._check_failing:
+                log.warning(
+                    "cannot check who else polls task queue %s (%s): attaching without the "
+                    "check until it answers again",
+                    check.queue,
+                    check.error,
+                )
+            self._check_failing = True
+        elif self._check_failing:
+            self._check_failing = False
+            log.info("checking task queues for other hosts' workers again")
+        return check
+
+    def _refuse(self, workspace_id: str, path: str, check: QueueCheck) -> None:
+        prior = self.refused.get(workspace_id)
+        others = frozenset(p.identity for p in check.others)
+        count = prior.count + 1 if prior else 1
+        wait = min(RETRY_MAX_S, max(check.clears_in() + 1, RETRY_MIN_S * 2 ** min(count - 1, 8)))
+        self.refused[workspace_id] = _Refused(others, count, time.monotonic() + wait)
+        if prior is None or prior.others != others:
+            what = (
+                f"refuses to attach workspace {workspace_id} ({path}) and checks again later "
+                f"(in {wait:.0f} s)"
+            )
+            log.error("%s", check.refusal(self.identity, self.host_id, what))
+        else:
+            log.debug(
+                "workspace %s still refused (polled by %s); checking again in %.0f s",
+                workspace_id,
+                ", ".join(sorted(others)),
+                wait,
+            )
 
     def _start(self, workspace_id: str, path: str, activities: SearchActivities) -> bool:
         """Start polling ``fs-search/<workspace_id>`` for searches of ``path``."""
@@ -264,11 +358,13 @@ class Fleet:
         self.attached[workspace_id] = _Attached(
             path, activities, worker, asyncio.create_task(worker.run())
         )
+        refused = self.refused.pop(workspace_id, None)
         log.info(
-            "attached workspace %s (%s) on task queue %s",
+            "attached workspace %s (%s) on task queue %s%s",
             workspace_id,
             path,
             task_queue_for(workspace_id),
+            f" (no longer polled by {', '.join(sorted(refused.others))})" if refused else "",
         )
         return True
 
@@ -291,6 +387,8 @@ class Fleet:
 
     async def run(self, stop: asyncio.Event, on_ready: Callable[[], None] | None = None) -> None:
         """Scan until ``stop`` is set, then drain every workspace and return."""
+        if self.allow_shared:
+            log.info("%s=1: task queues are not checked for other hosts", ALLOW_SHARED_ENV)
         await self.scan()
         if on_ready:
             on_ready()
@@ -325,10 +423,13 @@ async def serve_root(
     *,
     scan_interval: float = DEFAULT_SCAN_INTERVAL_S,
     on_ready: Callable[[], None] | None = None,
+    host_id: str | None = None,
 ) -> None:
-    """Serve every workspace under ``root`` until SIGINT/SIGTERM, then drain them all."""
+    """Serve every workspace under ``root`` until SIGINT/SIGTERM, then drain them all.
+
+    ``host_id``: this host (default ``FS_SEARCH_HOST_ID`` or the host name)."""
     stop = stop_on_signals()
-    fleet = Fleet(client, services, root, scan_interval=scan_interval)
+    fleet = Fleet(client, services, root, scan_interval=scan_interval, host_id=host_id)
     async with maintenance(services):
         warming = asyncio.create_task(services.offload.warm())
         log.info(

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from temporalio.client import Client
 from temporalio.worker import Worker
 
 from fs_search.activities.config import FsSearchConfig
@@ -20,6 +21,7 @@ from fs_search.activities.models import ErrorCode, task_queue_for
 from fs_search.activities.storage import local_storage
 from fs_search.worker.app import build_services
 from fs_search.worker.fleet import Fleet, scan_root
+from fs_search.worker.queue_owner import QueueOwners
 from tests.helpers import sparse_file, write_tree
 from tests.procs import WorkerProcess, alive, rg_processes
 from tests.workflows_under_test import CatalogueWorkflow, MixedCalls, MixedCallsWorkflow, Options
@@ -90,13 +92,26 @@ async def _fleet(
     spill: Path,
     *,
     scan_interval: float = 0.2,
+    host_id: str | None = None,
+    owners: QueueOwners | None = None,
+    client: Client | None = None,
     **settings,
 ) -> AsyncIterator[tuple[Fleet, str]]:
-    """A Fleet over ``root`` (scanned every 0.2 s) and a workflow worker; yields its queue."""
+    """A Fleet over ``root`` (scanned every 0.2 s) and a workflow worker; yields its queue.
+
+    ``client``: the fleet's client (default the dev server's; Temporal allows one worker per
+    queue and client, so a second "host" on the same queues needs its own)."""
     settings.setdefault("sample_over_cap_glob_results", False)
     config = FsSearchConfig.load(getenv=lambda _: None, overrides=settings)
     services = await build_services(config, storage=local_storage(spill))
-    fleet = Fleet(dev_env.client, services, root, scan_interval=scan_interval)
+    fleet = Fleet(
+        client or dev_env.client,
+        services,
+        root,
+        scan_interval=scan_interval,
+        host_id=host_id,
+        owners=owners,
+    )
     stop = asyncio.Event()
     queue = f"wf-{uuid.uuid4()}"
     running = asyncio.create_task(fleet.run(stop))
@@ -138,7 +153,7 @@ async def test_fifty_workspaces_each_answer_with_their_own_tree(dev_env, tmp_pat
     for i, wid in enumerate(ids):
         write_tree(root / wid, {f"own_{i}.txt": f"marker {wid}\n"})
     async with _fleet(dev_env, root, tmp_path / "spill") as (fleet, queue):
-        await _until(lambda: len(fleet.attached) == 50)
+        await _until(lambda: len(fleet.attached) == 50, 60)  # 50 queue checks, 10/s
         calls = [(wid, "glob", {"pattern": "*.txt"}) for wid in ids]
         calls += [(wid, "grep", {"pattern": "marker"}) for wid in ids]
         results = await _calls(dev_env, queue, calls)

@@ -1,10 +1,12 @@
-"""A workspace queue has one host (worker/queue_owner.py): the rules, then real
-`fs-search worker` processes on the dev server.
+"""A workspace queue has one host (worker/queue_owner.py): the rules, then real workers on the
+dev server — `fs-search worker` processes, and fleets of two "hosts" (host ids) in this process.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import os
 import socket
 import time
@@ -12,10 +14,14 @@ import uuid
 from types import SimpleNamespace
 
 import pytest
+import pytest_asyncio
 from google.protobuf.timestamp_pb2 import Timestamp
+from temporalio import activity
 from temporalio.api.enums.v1 import DescribeTaskQueueMode, TaskQueueKind, TaskQueueType
 from temporalio.api.taskqueue.v1 import PollerInfo
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest, DescribeTaskQueueResponse
+from temporalio.client import Client
+from temporalio.worker import Worker
 
 from fs_search.activities.config import ConfigError
 from fs_search.activities.models import task_queue_for
@@ -29,9 +35,11 @@ from fs_search.worker.queue_owner import (
     identity_for,
     list_pollers,
 )
+from fs_search.workflows.plugin import FsSearchPlugin
 from tests.helpers import write_tree
 from tests.procs import WorkerProcess
 from tests.worker.test_cli import cli
+from tests.worker.test_fleet import _calls, _fleet, _ids, _until
 
 HOSTNAME = socket.gethostname()
 
@@ -225,3 +233,179 @@ def test_an_invalid_host_id_is_a_usage_error(tmp_path):
         timeout=30,
     )
     assert p.returncode == 2 and "FS_SEARCH_HOST_ID" in p.stderr and "Traceback" not in p.stderr
+
+
+# --- fleets: two "hosts" in this process ---------------------------------------------------
+
+
+@pytest_asyncio.fixture
+async def host_b(dev_env, payload_dir) -> Client:
+    """A second connection to the dev server, for a second "host" in this process (Temporal
+    allows one worker per queue and client)."""
+    return await Client.connect(
+        dev_env.client.service_client.config.target_host,
+        namespace=dev_env.client.namespace,
+        plugins=[FsSearchPlugin(spill_url=f"file://{payload_dir}", getenv=lambda _: None)],
+    )
+
+
+class CountingOwners(QueueOwners):
+    """QueueOwners that counts its checks."""
+
+    calls = 0
+
+    async def check(self, queue):
+        self.calls += 1
+        return await super().check(queue)
+
+
+def _count_scans(fleet):
+    """Count the fleet's scans from now on; returns the counter."""
+    count = 0
+    scan = fleet.scan
+
+    async def counted():
+        nonlocal count
+        count += 1
+        await scan()
+
+    fleet.scan = counted
+    return lambda: count
+
+
+def _two_hosts(tmp_path, wid: str):
+    """The same workspace name on two "hosts": roots a/ and b/, each its own content."""
+    write_tree(tmp_path / "a" / wid, {"where.txt": "served by host a\n"})
+    write_tree(tmp_path / "b" / wid, {"where.txt": "served by host b\n"})
+    return tmp_path / "a", tmp_path / "b"
+
+
+async def test_a_second_host_is_refused_while_the_first_polls(dev_env, host_b, tmp_path, caplog):
+    """Fleet B (host-b) finds fs-search/<w> polled by fleet A (host-a): it does not attach,
+    logs an error naming both identities once, does not ask again on every scan, and every
+    call is answered from A's directory."""
+    (wid,) = _ids("own", 1)
+    root_a, root_b = _two_hosts(tmp_path, wid)
+    queue = task_queue_for(wid)
+    caplog.set_level(logging.INFO, logger="fs_search.worker.fleet")
+    async with _fleet(dev_env, root_a, tmp_path / "spill-a", host_id="host-a") as (a, wf_queue):
+        await _until(lambda: wid in a.attached, 30)
+        await _until_polled(dev_env.client, queue, a.identity)
+        owners = CountingOwners(host_b, "host-b")
+        async with _fleet(dev_env, root_b, tmp_path / "spill-b", owners=owners, client=host_b) as (
+            b,
+            _,
+        ):
+            await _until(lambda: wid in b.refused, 30)
+            scans = _count_scans(b)
+            answers = await _calls(dev_env, wf_queue, [(wid, "grep", {"pattern": "served"})] * 4)
+            await _until(lambda: scans() >= 5)  # b scans every 0.2 s; the retry is 10 s away
+            assert wid not in b.attached
+            assert (b.refused[wid].count, owners.calls) == (1, 1)
+            assert b.identity not in await _pollers(dev_env.client, queue)
+    assert [[m.line for m in r.result.matches] for r in answers] == [["served by host a"]] * 4
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1, errors
+    assert a.identity in errors[0] and b.identity in errors[0], errors[0]
+    assert f"refuses to attach workspace {wid}" in errors[0] and queue in errors[0]
+    assert a.identity.endswith(" host=host-a") and b.identity.endswith(" host=host-b")
+
+
+async def test_allow_shared_queue_attaches_beside_another_host(dev_env, host_b, tmp_path):
+    """With allow_shared_queue (FS_SEARCH_ALLOW_SHARED_QUEUE=1) the second host attaches and
+    both poll the queue."""
+    (wid,) = _ids("shared", 1)
+    root_a, root_b = _two_hosts(tmp_path, wid)
+    queue = task_queue_for(wid)
+    async with _fleet(dev_env, root_a, tmp_path / "spill-a", host_id="host-a") as (a, _):
+        await _until(lambda: wid in a.attached, 30)
+        await _until_polled(dev_env.client, queue, a.identity)
+        async with _fleet(
+            dev_env,
+            root_b,
+            tmp_path / "spill-b",
+            host_id="host-b",
+            client=host_b,
+            allow_shared_queue=True,
+        ) as (b, _):
+            await _until(lambda: wid in b.attached, 30)
+            await _until_polled(dev_env.client, queue, b.identity)
+            assert not b.refused
+            assert {a.identity, b.identity} <= set(await _pollers(dev_env.client, queue))
+
+
+@activity.defn(name="fs_search.tools")
+async def _never_called() -> None:
+    raise AssertionError("not called")
+
+
+async def test_the_same_host_is_never_refused(dev_env, host_b, tmp_path):
+    """A predecessor on this host (another pid, another pod name, same host id) is still
+    listed after it stopped: the fleet attaches anyway, and beside a live one too."""
+    (wid,) = _ids("restart", 1)
+    write_tree(tmp_path / "root" / wid, {"a.txt": "a\n"})
+    queue = task_queue_for(wid)
+    for predecessor, live in (("4242@old-pod host=host-a", False), ("77@pod-2 host=host-a", True)):
+        identity = f"fs-search-worker {predecessor}"
+        old = Worker(host_b, task_queue=queue, activities=[_never_called], identity=identity)
+        running = asyncio.create_task(old.run())
+        try:
+            await _until_polled(dev_env.client, queue, identity)
+            if not live:
+                await old.shutdown()
+                assert identity in await _pollers(dev_env.client, queue)  # listed, not polling
+            async with _fleet(dev_env, tmp_path / "root", tmp_path / "spill", host_id="host-a") as (
+                fleet,
+                _,
+            ):
+                await _until(lambda: wid in fleet.attached, 30)
+                assert not fleet.refused
+        finally:
+            with contextlib.suppress(Exception):
+                await old.shutdown()
+            await running
+
+
+async def test_a_refused_workspace_attaches_once_the_other_host_is_gone(dev_env, host_b, tmp_path):
+    """A refused workspace is checked again on a later scan: once the other host's last poll
+    is past the live window (15 s here, 90 s by default), it attaches and serves its tree."""
+    (wid,) = _ids("gone", 1)
+    root_a, root_b = _two_hosts(tmp_path, wid)
+    queue = task_queue_for(wid)
+    async with contextlib.AsyncExitStack() as stack:
+        a, wf_queue = await stack.enter_async_context(
+            _fleet(dev_env, root_a, tmp_path / "spill-a", host_id="host-a")
+        )
+        await _until(lambda: wid in a.attached, 30)
+        # A call served by A: its poller polls afresh right after (its last poll is now).
+        (first,) = await _calls(dev_env, wf_queue, [(wid, "grep", {"pattern": "served"})])
+        assert first.result.matches[0].line == "served by host a"
+        # Listed (the server caches the list ~5 s: A's own check before it polled said none).
+        await _until_polled(dev_env.client, queue, a.identity)
+        owners = QueueOwners(host_b, "host-b", live_s=15)
+        async with _fleet(dev_env, root_b, tmp_path / "spill-b", owners=owners, client=host_b) as (
+            b,
+            wf_b,
+        ):
+            await _until(lambda: wid in b.refused, 30)
+            await stack.aclose()  # host A goes away; the server keeps listing its poller
+            assert a.identity in await _pollers(dev_env.client, queue)
+            await _until(lambda: wid in b.attached, 90)
+            assert not b.refused
+            (answer,) = await _calls(dev_env, wf_b, [(wid, "grep", {"pattern": "served"})])
+    assert [m.line for m in answer.result.matches] == ["served by host b"], answer.text
+
+
+async def test_many_workspaces_are_checked_at_a_bounded_rate(dev_env, tmp_path):
+    """30 new workspaces, a limiter of 10 checks/s with bursts of 10: all attach, no sooner
+    than the limiter allows (2 s for the 20 after the burst)."""
+    ids = _ids("rate", 30)
+    for wid in ids:
+        write_tree(tmp_path / "root" / wid, {"a.txt": "a\n"})
+    owners = CountingOwners(dev_env.client, "host-r", limit=RateLimit(per_second=10, burst=10))
+    started = time.monotonic()
+    async with _fleet(dev_env, tmp_path / "root", tmp_path / "spill", owners=owners) as (fleet, _):
+        await _until(lambda: len(fleet.attached) == 30, 60)
+        elapsed = time.monotonic() - started
+    assert owners.calls == 30
+    assert elapsed >= 1.9, elapsed
