@@ -16,6 +16,7 @@ from typing import Any
 from fs_search.activities.config import FsSearchConfig
 from fs_search.worker.cli_parser import build_parser
 from fs_search.worker.fleet import DEFAULT_PER_WORKSPACE, WORKSPACE_ID, scan_root
+from fs_search.worker.queue_owner import DESCRIBES, HOST_ID_ENV
 from tests.infra.test_infra import (
     CLUSTER_SCOPED,
     DAEMONSET,
@@ -272,6 +273,26 @@ def test_schedules_on_labelled_nodes_and_rolls_with_a_poller() -> None:
     assert strategy["type"] == "RollingUpdate"
     assert strategy["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
     assert spec["minReadySeconds"] > 0
+
+
+def test_the_host_id_is_the_node() -> None:
+    """FS_SEARCH_HOST_ID comes from the pod's node (downward API), so a rollout's new pod and a
+    restarted one share the old pod's queues while another node's worker is a name clash; the
+    sandboxes are not declared shared across nodes."""
+    env = {item["name"]: item for item in _worker_container(_daemonset())["env"]}
+    assert env[HOST_ID_ENV] == {
+        "name": HOST_ID_ENV,
+        "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}},
+    }
+    assert not _config().allow_shared_queue
+
+
+def test_a_rollout_waits_for_the_new_pod_to_check_its_queues() -> None:
+    """Each queue is checked (who else polls it) before it is polled, at DESCRIBES' rate: the
+    new pod must be given time to attach a node's sandboxes (600 here, twice the number the
+    memory is sized for) before the old pod stops."""
+    checks_per_s = 1 / DESCRIBES.interval
+    assert _daemonset()["spec"]["minReadySeconds"] * checks_per_s >= 600
 
 
 def test_resources_are_sized_for_many_workspaces() -> None:

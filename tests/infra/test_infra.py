@@ -30,6 +30,7 @@ from fs_search.activities.models import task_queue_for
 from fs_search.activities.storage import SpillKey, open_storage
 from fs_search.activities.storage.s3 import S3SpillStore
 from fs_search.worker.cli_parser import build_parser
+from fs_search.worker.queue_owner import HOST_ID_ENV
 
 INFRA = Path(__file__).resolve().parents[2] / "infra"
 K8S = INFRA / "k8s"
@@ -445,8 +446,9 @@ def test_workload_security_and_shutdown(workload: dict[str, Any]) -> None:
 
 
 def test_fs_search_env_names_are_config_keys() -> None:
-    """Every FS_SEARCH_* name in infra/ (manifests, comments, docs) is a FsSearchConfig key."""
-    known = {FsSearchConfig.env_name(k) for k in FsSearchConfig.model_fields}
+    """Every FS_SEARCH_* name in infra/ (manifests, comments, docs) is a FsSearchConfig key, or
+    the host id (read by the worker itself, not a search setting)."""
+    known = {FsSearchConfig.env_name(k) for k in FsSearchConfig.model_fields} | {HOST_ID_ENV}
     seen = set()
     for path in _text_files():
         for name in re.findall(r"\bFS_SEARCH_[A-Z0-9_]+", path.read_text()):
