@@ -275,12 +275,18 @@ class Fleet:
             return False
         # Temporal allows one worker per queue and client: a detached one must be gone first.
         previous = self._stopping.get(workspace_id)
-        if previous is not None:
-            await asyncio.wait({previous})
-        check = await self._check(workspace_id)
+        try:
+            if previous is not None:
+                await asyncio.wait({previous})
+            check = await self._check(workspace_id)
+        except BaseException:
+            _release(activities)
+            raise
         if workspace_id in self.attached or not wanted():
+            _release(activities)
             return False
         if check is not None and check.taken:
+            _release(activities)
             self._refuse(workspace_id, path, check)
             return False
         return self._start(workspace_id, path, activities)
@@ -353,6 +359,7 @@ class Fleet:
                 identity=self.identity,
             )
         except Exception as e:  # noqa: BLE001 - one queue must not stop the others
+            _release(activities)
             log.warning("cannot attach workspace %s (%s): %s", workspace_id, path, e)
             return False
         self.attached[workspace_id] = _Attached(
@@ -413,7 +420,17 @@ async def _stop(workspace_id: str, attached: _Attached) -> None:
         await attached.running
     except Exception as e:  # noqa: BLE001 - report and go on with the others
         log.warning("workspace %s stopped with an error: %s", workspace_id, e)
+    else:
+        _release(attached.activities)  # no call of it runs any more
     log.info("detached workspace %s", workspace_id)
+
+
+def _release(activities: SearchActivities) -> None:
+    """Close the workspace's held root directory now rather than when collected."""
+    try:
+        activities.workspace.close()
+    except OSError as e:
+        log.warning("closing workspace %s: %s", activities.workspace.root, e)
 
 
 async def serve_root(

@@ -252,6 +252,15 @@ async def _grep(dev_env, queue: str, wid: str, pattern: str, **options):
     return result
 
 
+def _open_paths() -> set[str]:
+    """What this process's descriptors name."""
+    found = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            found.add(os.readlink(f"/proc/self/fd/{fd}"))
+    return found
+
+
 def _identity(path: Path) -> tuple[int, int]:
     st = os.stat(path)
     return st.st_dev, st.st_ino
@@ -277,6 +286,8 @@ async def test_a_root_entry_swapped_for_a_link_outside_never_serves_its_target(d
         await fleet.scan()
         assert wid not in fleet.attached
         scanned = await _grep(dev_env, queue, wid, "words", schedule_to_start_ms=1500)
+        # Once drained, the detached workspace's root is no longer held open.
+        await _until(lambda: str(root / ".moved") not in _open_paths(), 30)
     for result in [*unscanned, scanned]:
         assert "canary" not in result.text, result.text
     assert [m.line for m in unscanned[0].result.matches] == ["own words"], unscanned[0].text
