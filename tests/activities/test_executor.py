@@ -12,8 +12,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from fs_search.activities.errors import SearchError
 from fs_search.activities.beneath import Tree
+from fs_search.activities.errors import SearchError
 from fs_search.activities.executor import Executor, default_backstop
 from fs_search.activities.models import ErrorCode
 from fs_search.activities.progress import Progress

@@ -68,9 +68,7 @@ def library_dir(rg: str) -> str:
 @pytest.fixture
 def race(tmp_path: Path, rg_bin: str) -> Race:
     canary = f"CANARY_{os.getpid()}_{id(tmp_path)}"
-    write_tree(
-        tmp_path / "outside", {f"{canary}.txt": f"needle {canary}\n", "more/x.txt": canary}
-    )
+    write_tree(tmp_path / "outside", {f"{canary}.txt": f"needle {canary}\n", "more/x.txt": canary})
     ws = write_tree(
         tmp_path / "ws",
         {

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from fs_search.activities.beneath import Tree
 from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.errors import SearchError
-from fs_search.activities.beneath import Tree
 from fs_search.activities.executor import Executor, RgRun, default_backstop
 from fs_search.activities.models import ErrorCode, GlobRequest, GrepRequest
 from fs_search.activities.paths import Workspace

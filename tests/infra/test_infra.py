@@ -671,3 +671,11 @@ def test_manifest_image_is_the_documented_one() -> None:
     for workload in _workloads():
         image = _worker_container(workload)["image"]
         assert f"-t {image} " in readme, image
+
+
+@pytest.mark.parametrize("workload", _workloads(), ids=_workload_ids())
+def test_every_workload_names_its_host_by_the_node(workload: dict[str, Any]) -> None:
+    """FS_SEARCH_HOST_ID is the pod's node (downward API): a rollout's new pod on the same node
+    is the same host as the old one, so the queue check never refuses it."""
+    env = {item["name"]: item for item in _worker_container(workload).get("env", [])}
+    assert env.get(HOST_ID_ENV, {}).get("valueFrom") == {"fieldRef": {"fieldPath": "spec.nodeName"}}
