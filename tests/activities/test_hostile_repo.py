@@ -469,3 +469,41 @@ async def test_any_request_over_a_hostile_repo_answers_and_never_leaks(
     out = await call(acts, model(pattern=pattern, path=path, cwd=cwd, timeout_ms=20_000))
     assert_clean(repo, out)
     assert not acts.executor.live_process_groups
+
+
+# --- finding: no existence oracle outside the workspace --------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("field", ["path", "cwd"])
+async def test_every_path_that_leaves_gets_one_answer_whatever_exists_outside(
+    tmp_path, make_activities, mode, field
+):
+    """A sibling tenant's file names, /etc's, and a detour out and back in all get the same
+    INVALID_ARGUMENT words as names that exist nowhere: nothing outside is looked up."""
+    root = tmp_path / "root"
+    write_tree(root / "a", {"hello.txt": "hello\n"})
+    write_tree(root / "b", {"SECRET_PLAN_B.md": "plan\n", "dir/x": "x\n"})
+    ws = root / "a"
+    acts = await make_activities(ws, sandbox=mode)
+    existing_dir = str(tmp_path)  # exists, outside the workspace
+    paths = [
+        "../b/SECRET_PLAN_B.md/x",
+        "../b/NOPE.md/x",
+        "../b/dir",
+        "../b/nope",
+        "/etc/shadow/x",
+        "/etc/no_such/x",
+        "/etc/passwd",
+        f"{existing_dir}/root/../root/a/hello.txt",
+        f"{existing_dir}/noroot/../root/a/hello.txt",
+        f"/etc/apt/../..{ws}/hello.txt",
+        f"/etc/noapt/../..{ws}/hello.txt",
+    ]
+    answers = set()
+    for asked in paths:
+        req = GrepRequest(pattern="x", **{field: asked})
+        out = await call(acts, req)
+        assert isinstance(out, ApplicationError) and out.type == "INVALID_ARGUMENT", (asked, out)
+        answers.add(out.message.replace(repr(asked), "<given>"))
+    assert answers == {f"{field} <given> is outside the workspace (symlinks are followed)"}
