@@ -21,6 +21,7 @@ import contextlib
 import logging
 import os
 import re
+import resource
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -433,6 +434,28 @@ def _release(activities: SearchActivities) -> None:
         log.warning("closing workspace %s: %s", activities.workspace.root, e)
 
 
+OPEN_FILES_WANTED = 65536
+
+
+def raise_open_files_limit(wanted: int = OPEN_FILES_WANTED) -> int:
+    """Raise this process's soft descriptor limit towards ``wanted`` (at most the hard limit).
+
+    Every attached workspace holds its root open and every worker its connections, so a
+    root of a thousand workspaces outgrows the common default soft limit of 1,024; the
+    result is the soft limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (OSError, ValueError) as e:
+            log.warning("could not raise the open-files limit from %d to %d: %s", soft, target, e)
+            return soft
+        log.info("open-files limit raised from %d to %d (held workspace roots)", soft, target)
+        return target
+    return soft
+
+
 async def serve_root(
     client: Client,
     services: Services,
@@ -446,6 +469,7 @@ async def serve_root(
 
     ``host_id``: this host (default ``FS_SEARCH_HOST_ID`` or the host name)."""
     stop = stop_on_signals()
+    raise_open_files_limit()
     fleet = Fleet(client, services, root, scan_interval=scan_interval, host_id=host_id)
     async with maintenance(services):
         warming = asyncio.create_task(services.offload.warm())

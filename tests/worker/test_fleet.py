@@ -7,6 +7,8 @@ import contextlib
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -408,3 +410,23 @@ async def test_a_workspace_reads_its_own_spills_and_not_anothers(dev_env, tmp_pa
     assert refused.is_error and refused.error.code == ErrorCode.INVALID_ARGUMENT, refused.text
     assert "another workspace" in refused.text and f"needle {a}" not in refused.text
     assert not other.is_error and other.text.count(f"needle {b}") == 4, other.text
+
+
+def test_a_fleet_raises_its_open_files_limit_for_the_held_roots() -> None:
+    """A root of ~1,000 workspaces holds ~1,000 directories open: a soft limit of 256 is raised
+    (to the hard limit, or the wanted count if lower); one already high enough is left alone."""
+    probe = (
+        "import resource\n"
+        "from fs_search.worker.fleet import raise_open_files_limit\n"
+        "hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))\n"
+        "print(raise_open_files_limit(4096), resource.getrlimit(resource.RLIMIT_NOFILE)[0], hard)\n"
+        "print(raise_open_files_limit(1000), resource.getrlimit(resource.RLIMIT_NOFILE)[0])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.split()
+    raised, now, hard = (int(v) for v in out[:3])
+    expected = 4096 if hard < 0 or hard >= 4096 else hard
+    assert raised == now == expected
+    assert int(out[3]) == int(out[4]) == expected  # already above 1,000: unchanged
