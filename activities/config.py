@@ -39,8 +39,12 @@ class FsSearchConfig(BaseModel):
     # rg's own worker threads per search (None: rg decides). With many concurrent
     # searches on few cores, 1-2 avoids oversubscription.
     rg_threads: int | None = Field(None, ge=1)
-    # Searches run at once on this worker (Temporal's max_concurrent_activities).
+    # rg searches run at once in this worker process (all workspaces together).
     max_concurrent_searches: int = Field(16, ge=1)
+    # Calls the process holds at once, running or waiting (heartbeating "queued") for one
+    # of the running slots (Temporal's activity slots; at least max_concurrent_searches).
+    # A busy worker still takes calls, so a caller tells it from a missing one at once.
+    max_queued_searches: int = Field(256, ge=1)
     # Searches one workspace may run at once when a worker serves a workspaces root
     # (default 4 there); a single-workspace worker has only the process-wide cap.
     max_concurrent_per_workspace: int | None = Field(None, ge=1)
@@ -55,6 +59,11 @@ class FsSearchConfig(BaseModel):
     # Poll a workspace queue even when a live worker of another host polls it (hosts that
     # see the same files). Off: such a queue is refused (worker/queue_owner.py).
     allow_shared_queue: bool = False
+
+    @property
+    def accepted_searches(self) -> int:
+        """Calls a worker process takes from Temporal at once (running or queued)."""
+        return max(self.max_queued_searches, self.max_concurrent_searches)
 
     @classmethod
     def env_name(cls, key: str) -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from fs_search.activities.beneath import Tree
 from fs_search.activities.errors import SearchError
 from fs_search.activities.fifo_watch import watch_fifos
+from fs_search.activities.gate import FairGate
 from fs_search.activities.models import ErrorCode
 from fs_search.activities.progress import Progress
 from fs_search.activities.sandbox import LAUNCH_FAILED, Sandbox
@@ -81,8 +82,10 @@ class Executor:
         sandbox: the launcher's restrictions (Landlock, limits) for every run; None runs
             the argv directly (tests of the executor itself).
         max_running: process groups running at once (None: no limit). A run beyond it
-            waits, first come first served, within its own budget (``phase: "queued"``):
-            however many task queues deliver work, no more rg groups run than this.
+            waits (``phase: "queued"``) in a :class:`~fs_search.activities.gate.FairGate`,
+            round-robin between workspaces: however many calls the worker holds, no more
+            rg groups run than this.
+        max_running_per_key: groups one workspace may run at once (default: max_running).
     """
 
     def __init__(
@@ -93,6 +96,7 @@ class Executor:
         backstop_grace: float = 2.0,
         sandbox: Sandbox | None = None,
         max_running: int | None = None,
+        max_running_per_key: int | None = None,
     ) -> None:
         self._backstop = backstop
         self.sandbox = sandbox
@@ -100,7 +104,7 @@ class Executor:
         self._backstop_grace = backstop_grace
         self._live: set[asyncio.subprocess.Process] = set()
         self.max_running = max_running
-        self._gate = asyncio.Semaphore(max_running) if max_running else None
+        self.gate = FairGate(max_running, max_running_per_key) if max_running else None
 
     @property
     def live_process_groups(self) -> list[int]:
@@ -117,6 +121,8 @@ class Executor:
         progress: Progress | None = None,
         tree: Tree | None = None,
         nice: int = 0,
+        key: str = "",
+        queue_s: float = 0.0,
     ) -> RgRun:
         """Run ``argv`` in ``cwd`` and collect its output.
 
@@ -134,31 +140,36 @@ class Executor:
                 descriptor), and where a FIFO it blocks on may be unblocked; None: nothing
                 beyond the program itself.
             nice: the CPU niceness of the whole process group (0: unchanged).
+            key: whose run this is (the workspace), for the gate's fairness.
+            queue_s: how long the run may wait for a slot beyond its own budget (the
+                caller's queueing budget); waiting longer than ``queue_s`` eats into
+                ``timeout_s``, and a run that gets a slot runs at most ``timeout_s``.
 
         Raises:
             SearchError: SEARCH_RAW_OUTPUT_OVERFLOW, SEARCH_ABORTED (budget), or
                 SEARCH_FAILED (the program could not be started).
             asyncio.CancelledError: after the group was killed.
         """
-        if self._gate is None:
+        if self.gate is None:
             return await self._run(argv, cwd, timeout_s, max_stdout, progress, tree, nice)
         waited = time.monotonic()
-        if self._gate.locked() and progress is not None:
+        wait_s = max(0.0, queue_s) + timeout_s
+        if self.gate.busy(key) and progress is not None:
             progress.phase = "queued"
         try:
-            async with asyncio.timeout(timeout_s):
-                await self._gate.acquire()
+            async with asyncio.timeout(wait_s):
+                await self.gate.acquire(key)
         except TimeoutError:
-            raise _over_budget(timeout_s, queued=True) from None
+            raise _over_budget(wait_s, queued=True) from None
         try:
             if progress is not None:
                 progress.phase = "rg"
-            remaining = timeout_s - (time.monotonic() - waited)
+            remaining = min(timeout_s, wait_s - (time.monotonic() - waited))
             if remaining <= 0:
-                raise _over_budget(timeout_s, queued=True)
+                raise _over_budget(wait_s, queued=True)
             return await self._run(argv, cwd, remaining, max_stdout, progress, tree, nice)
         finally:
-            self._gate.release()
+            self.gate.release(key)
 
     async def _run(
         self,
@@ -321,7 +332,7 @@ def _over_budget(timeout_s: float, *, queued: bool) -> SearchError:
     if queued:
         return SearchError(
             ErrorCode.SEARCH_ABORTED,
-            f"the search waited its whole {timeout_s * 1000:.0f} ms budget for this worker's "
+            f"the search waited {_duration(timeout_s)} (its whole budget) for this worker's "
             "other searches to finish and did not run; try again, or narrow the searches",
         )
     return SearchError(
@@ -329,6 +340,15 @@ def _over_budget(timeout_s: float, *, queued: bool) -> SearchError:
         f"the search did not finish within its {timeout_s * 1000:.0f} ms budget "
         "and was stopped; narrow the pattern or path",
     )
+
+
+def _duration(seconds: float) -> str:
+    """``seconds`` as a person reads it: ms under 10 s, then s, then min."""
+    if seconds < 10:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min"
 
 
 def _widen_pipe(proc: asyncio.subprocess.Process) -> None:

@@ -42,6 +42,19 @@ log = logging.getLogger(__name__)
 # Under a workspaces root, each further call a workspace has in flight runs rg this much
 # nicer (at most 19).
 NICE_STEP = 5
+# What a call keeps of its activity's start-to-close time for digesting, saving and
+# returning its result after rg: the workflow side schedules start-to-close as the
+# queueing budget + the call's budget + this.
+RESERVE_S = 5.0
+
+
+def queue_budget_s(remaining_s: float | None, budget_s: float) -> float:
+    """How long a call may wait for a running slot beyond its own budget: what is left of
+    the activity's time after the budget and :data:`RESERVE_S` (0 when nothing is)."""
+    if remaining_s is None:
+        return 0.0
+    return max(0.0, remaining_s - budget_s - RESERVE_S)
+
 
 # Runs one argv as this call's rg: in its target, under its budget, reporting progress.
 RunRg = Callable[[list[str]], Awaitable[RgRun]]
@@ -156,6 +169,7 @@ class Pipeline:
         telemetry: SearchTelemetry,
         rg_path: str | None,
         nice_step: int = 0,
+        key: str | None = None,
     ) -> None:
         self.config = config
         self.workspace = workspace
@@ -166,6 +180,8 @@ class Pipeline:
         self.rg_path = rg_path
         self.running = 0  # this workspace's calls in flight
         self.nice_step = nice_step
+        # Whose runs these are, for the executor's fair gate (one per workspace).
+        self.key = key or str(workspace.root)
 
     def _nice(self) -> int:
         """rg's CPU niceness: 0 for a workspace's first call in flight, lower priority for
@@ -175,17 +191,35 @@ class Pipeline:
         worker's concurrent calls all run at 0, so they share the cores evenly."""
         return min(19, self.nice_step * max(0, self.running - 1))
 
-    async def run(self, spec: SearchSpec[Req, D, Res], req: Req, progress: Progress) -> Res:
-        """Check, search, digest, spill, render: ``req``'s result or its contract error."""
+    async def run(
+        self,
+        spec: SearchSpec[Req, D, Res],
+        req: Req,
+        progress: Progress,
+        *,
+        remaining_s: float | None = None,
+    ) -> Res:
+        """Check, search, digest, spill, render: ``req``'s result or its contract error.
+
+        ``remaining_s``: the time left before the activity's start-to-close deadline (None:
+        no deadline known). What it leaves beyond the call's own budget and
+        :data:`RESERVE_S` is how long the call may wait for a running slot."""
         self.running += 1
         try:
-            return await self._run(spec, req, progress)
+            return await self._run(spec, req, progress, remaining_s)
         finally:
             self.running -= 1
 
-    async def _run(self, spec: SearchSpec[Req, D, Res], req: Req, progress: Progress) -> Res:
+    async def _run(
+        self,
+        spec: SearchSpec[Req, D, Res],
+        req: Req,
+        progress: Progress,
+        remaining_s: float | None,
+    ) -> Res:
         check_request(req)
         budget = budget_s(req.timeout_ms, cap_ms=self.config.timeout_ms)
+        queue_s = queue_budget_s(remaining_s, budget)
         with self.workspace.opened(cwd=req.cwd, path=req.path, tool=spec.name) as (target, at):
             rg = self._rg()
 
@@ -198,6 +232,8 @@ class Pipeline:
                     progress=progress,
                     tree=self.workspace.tree,
                     nice=self._nice(),
+                    key=self.key,
+                    queue_s=queue_s,
                 )
 
             with self._rg_span(spec.name, progress) as span:

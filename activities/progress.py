@@ -13,6 +13,15 @@ from temporalio import activity
 # SPEC: the activity heartbeats every <= 0.25 s (the worker's throttle sends at most one
 # per 0.5 s), so a cancel reaches rg within about a second.
 HEARTBEAT_INTERVAL_S = 0.25
+# While queued: every 2 s, or a third of the heartbeat timeout if that is shorter.
+QUEUED_HEARTBEAT_S = 2.0
+
+
+def _queued_interval_s() -> float:
+    timeout = activity.info().heartbeat_timeout if activity.in_activity() else None
+    if timeout is None:
+        return QUEUED_HEARTBEAT_S
+    return min(QUEUED_HEARTBEAT_S, timeout.total_seconds() / 3)
 
 
 @dataclass
@@ -42,11 +51,20 @@ async def heartbeating(
     cancellation reaches it. Outside an activity it does nothing.
     """
 
+    queued_every = _queued_interval_s()
+
     async def beat() -> None:
         # The first beat comes after one interval: a quick search costs no heartbeat.
+        # A call waiting for a running slot (a worker holds many) beats less often: it
+        # has nothing to stop, and a hundred of them must not flood the server.
+        sent = time.monotonic()
         while True:
             await asyncio.sleep(interval_s)
+            now = time.monotonic()
+            if progress.phase == "queued" and now - sent < queued_every:
+                continue
             activity.heartbeat(progress.details())
+            sent = now
 
     task = asyncio.create_task(beat()) if activity.in_activity() else None
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Literal
 
 from opentelemetry import trace
@@ -89,6 +90,7 @@ class SearchActivities:
             telemetry=self.telemetry,
             rg_path=rg.path,
             nice_step=nice_step,
+            key=self.telemetry.workspace_id,
         )
         self._glob = GlobSpec(config)
         self._grep = GrepSpec(config)
@@ -168,7 +170,9 @@ class SearchActivities:
         error: BaseException | None = None
         try:
             async with heartbeating(progress):
-                return await contract(self.pipeline.run(spec, req, progress))
+                return await contract(
+                    self.pipeline.run(spec, req, progress, remaining_s=remaining_s())
+                )
         except BaseException as e:
             error = e
             mark_failed(span, e)
@@ -200,3 +204,15 @@ class SearchActivities:
                 f"memory {sandbox.memory_mb} MiB"
             )
         return f"none (no kernel confinement); memory {sandbox.memory_mb} MiB"
+
+
+def remaining_s() -> float | None:
+    """Seconds left before this activity attempt's start-to-close deadline (None: outside
+    an activity, or no such timeout)."""
+    if not activity.in_activity():
+        return None
+    info = activity.info()
+    if info.start_to_close_timeout is None:
+        return None
+    elapsed = (datetime.now(UTC) - info.started_time).total_seconds()
+    return info.start_to_close_timeout.total_seconds() - max(0.0, elapsed)

@@ -45,6 +45,7 @@ class Options(BaseModel):
     heartbeat_ms: int | None = None
     schedule_to_start_ms: int | None = None
     start_to_close_ms: int | None = None
+    queue_ms: int | None = None
     max_attempts: int | None = None
 
     def tools(self) -> FsSearchTools:
@@ -55,6 +56,8 @@ class Options(BaseModel):
             kwargs["schedule_to_start_timeout"] = timedelta(milliseconds=self.schedule_to_start_ms)
         if self.start_to_close_ms is not None:
             kwargs["start_to_close_timeout"] = timedelta(milliseconds=self.start_to_close_ms)
+        if self.queue_ms is not None:
+            kwargs["queue_timeout"] = timedelta(milliseconds=self.queue_ms)
         if self.max_attempts is not None:
             kwargs["retry_policy"] = RetryPolicy(
                 maximum_attempts=self.max_attempts,
@@ -84,6 +87,20 @@ class CallsWorkflow:
     async def run(self, spec: Calls) -> list[ToolResult]:
         tools = spec.options.tools()
         return [await tools.call(name, args, catalogue=EVERY_TOOL) for name, args in spec.calls]
+
+
+@workflow.defn
+class ConcurrentCallsWorkflow:
+    """Runs every call at once through one FsSearchTools (as an agent's parallel calls)."""
+
+    @workflow.run
+    async def run(self, spec: Calls) -> list[ToolResult]:
+        tools = spec.options.tools()
+        return list(
+            await asyncio.gather(
+                *(tools.call(name, args, catalogue=EVERY_TOOL) for name, args in spec.calls)
+            )
+        )
 
 
 @workflow.defn

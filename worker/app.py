@@ -169,7 +169,8 @@ def new_worker(
         client,
         task_queue=task_queue or task_queue_for(workspace_id),
         activities=activities.all(),  # type: ignore[arg-type]
-        max_concurrent_activities=activities.config.max_concurrent_searches,
+        # Many more than run: the rest wait in the executor's fair gate, heartbeating.
+        max_concurrent_activities=activities.config.accepted_searches,
         max_heartbeat_throttle_interval=MAX_HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=MAX_HEARTBEAT_THROTTLE,
         graceful_shutdown_timeout=graceful_shutdown,

@@ -61,6 +61,8 @@ log = logging.getLogger(__name__)
 WORKSPACE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 DEFAULT_SCAN_INTERVAL_S = 2.0
 DEFAULT_PER_WORKSPACE = 4
+# A workspace queue may hold up to 1/ACCEPTED_SHARE of the calls the process takes.
+ACCEPTED_SHARE = 4
 # A refused workspace is checked again after max(when the other host's poller would stop
 # looking live, RETRY_MIN_S doubling per refusal), at most RETRY_MAX_S later.
 RETRY_MIN_S = 10.0
@@ -165,18 +167,28 @@ class Fleet:
         self.root = os.fspath(root)
         self.scan_interval = scan_interval
         config = services.config
-        self.slots = FairSlots(
-            total=config.max_concurrent_searches,
-            per_workspace=per_workspace
-            or config.max_concurrent_per_workspace
-            or DEFAULT_PER_WORKSPACE,
+        running_per_workspace = (
+            per_workspace or config.max_concurrent_per_workspace or DEFAULT_PER_WORKSPACE
         )
-        if self.slots.per_workspace >= self.slots.total > 1:
+        # rg runs: at most max_concurrent_searches at once, running_per_workspace of one
+        # workspace, granted round-robin between workspaces (the executor's gate).
+        gate = services.executor.gate
+        if gate is not None:
+            gate.per_key = max(1, min(running_per_workspace, gate.total))
+        # Calls taken from Temporal (running or queued in the gate): a share of the
+        # process's per workspace queue, so one flooding queue leaves room for the others.
+        accepted = config.accepted_searches
+        self.slots = FairSlots(
+            total=accepted,
+            per_workspace=max(running_per_workspace, accepted // ACCEPTED_SHARE),
+        )
+        self.running_per_workspace = running_per_workspace
+        if running_per_workspace >= config.max_concurrent_searches > 1:
             log.warning(
                 "max_concurrent_per_workspace (%d) is not below max_concurrent_searches (%d): "
-                "one busy workspace can take every slot",
-                self.slots.per_workspace,
-                self.slots.total,
+                "one busy workspace can run every search",
+                running_per_workspace,
+                config.max_concurrent_searches,
             )
         self.tuner = WorkerTuner.create_composite(
             workflow_supplier=FixedSizeSlotSupplier(1),
@@ -475,10 +487,13 @@ async def serve_root(
         warming = asyncio.create_task(services.offload.warm())
         log.info(
             "fs-search worker serving the workspaces under %s on %s, namespace %s "
-            "(%d searches at once, %d per workspace; identity %s)",
+            "(%d searches at once, %d per workspace; %d calls held, %d per workspace queue; "
+            "identity %s)",
             os.path.realpath(root),
             client.service_client.config.target_host,
             client.namespace,
+            services.config.max_concurrent_searches,
+            fleet.running_per_workspace,
             fleet.slots.total,
             fleet.slots.per_workspace,
             fleet.identity,

@@ -42,23 +42,23 @@ workspaces at start-up takes about 100 s to check them all.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import re
 import socket
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
 
-from temporalio.api.enums.v1 import DescribeTaskQueueMode, TaskQueueKind, TaskQueueType
-from temporalio.api.taskqueue.v1 import PollerInfo, TaskQueue, TaskQueueVersionSelection
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
 from fs_search.activities.config import ConfigError, FsSearchConfig
+from fs_search.activities.task_queues import (  # noqa: F401 - re-exported for the checks
+    DESCRIBE_TIMEOUT,
+    DESCRIBES,
+    RateLimit,
+    list_pollers,
+)
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,6 @@ HOST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 IDENTITY_PREFIX = "fs-search-worker"
 # A poller seen this long ago may still be live: polls last up to 60 s, plus a margin.
 LIVE_S = 90.0
-DESCRIBE_TIMEOUT = timedelta(seconds=5)
 
 _OURS = re.compile(rf"{IDENTITY_PREFIX} \d+@(?P<hostname>\S+)(?: host=(?P<host>\S+))?")
 _SDK_DEFAULT = re.compile(r"\d+@(?P<hostname>\S+)")
@@ -125,66 +124,6 @@ def host_of(identity: str) -> str | None:
         return ours["host"] or _as_host_id(ours["hostname"])
     sdk = _SDK_DEFAULT.fullmatch(identity)
     return _as_host_id(sdk["hostname"]) if sdk else None
-
-
-async def list_pollers(client: Client, queue: str) -> list[PollerInfo]:
-    """The pollers the server lists on the activity task queue ``queue``, on every partition.
-
-    The default mode of ``DescribeTaskQueue`` describes the root partition only, which misses
-    a single-poller worker (a fleet's) whose polls sit on another partition; the "enhanced"
-    mode (deprecated in the API, served by the server) asks every partition, and its answer
-    is cached for about 5 s. The default mode's list is added, in case a server stops
-    honouring the enhanced one.
-    """
-    activity = TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
-    request = DescribeTaskQueueRequest(
-        namespace=client.namespace,
-        task_queue=TaskQueue(name=queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
-        task_queue_type=activity,
-        api_mode=DescribeTaskQueueMode.DESCRIBE_TASK_QUEUE_MODE_ENHANCED,
-        task_queue_types=[activity],
-        versions=TaskQueueVersionSelection(unversioned=True, all_active=True),
-        report_pollers=True,
-    )
-    described = await client.workflow_service.describe_task_queue(request, timeout=DESCRIBE_TIMEOUT)
-    found = list(described.pollers)
-    for version in described.versions_info.values():
-        for kind, info in version.types_info.items():
-            if kind == activity:
-                found.extend(info.pollers)
-    return found
-
-
-class RateLimit:
-    """At most ``per_second`` calls a second on average, ``burst`` at once (GCRA).
-
-    Loop-agnostic (a reservation is a time to sleep until), so one instance can be shared
-    by every worker of a process, whatever event loop each runs on.
-    """
-
-    def __init__(self, per_second: float, burst: int = 1) -> None:
-        self.interval = 1.0 / per_second
-        self.burst = max(1, burst)
-        self._next = 0.0
-        self._lock = threading.Lock()
-
-    def reserve(self) -> float:
-        """Take the next slot; seconds to wait before using it."""
-        with self._lock:
-            now = time.monotonic()
-            due = max(self._next, now)
-            self._next = due + self.interval
-            return max(0.0, due - now - (self.burst - 1) * self.interval)
-
-    async def wait(self) -> None:
-        """Wait for the next slot."""
-        delay = self.reserve()
-        if delay > 0:
-            await asyncio.sleep(delay)
-
-
-# Every queue check of this process: a third of Temporal Cloud's 30 calls/s per namespace.
-DESCRIBES = RateLimit(per_second=10.0, burst=10)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from opentelemetry.trace import Tracer
 from temporalio.contrib.opentelemetry import TracingInterceptor
@@ -22,6 +22,7 @@ from temporalio.worker import WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from fs_search.activities.storage import DEFAULT_PAYLOAD_THRESHOLD, Storage, open_storage
+from fs_search.workflows.liveness import queue_liveness
 
 PLUGIN_NAME = "fs_search.FsSearchPlugin"
 log = logging.getLogger(__name__)
@@ -39,7 +40,9 @@ class FsSearchPlugin(SimplePlugin):
     kept; a payload converter that is not pydantic-aware cannot carry fs-search's models, so
     it is replaced by ``PydanticPayloadConverter`` (with a warning naming it). Workers built
     from the client pass ``fs_search`` through the workflow sandbox, so workflow code may
-    import it at top level, without ``workflow.unsafe.imports_passed_through()``.
+    import it at top level, without ``workflow.unsafe.imports_passed_through()``. Workers
+    also get the local activity ``fs_search.queue_liveness`` (:mod:`fs_search.workflows.liveness`):
+    it tells a call no worker took in time from one waiting behind a busy worker.
 
     Args:
         spill_url: the workers' spill store URL (default: ``FS_SEARCH_SPILL_URL``).
@@ -84,6 +87,7 @@ class FsSearchPlugin(SimplePlugin):
             PLUGIN_NAME,
             data_converter=self._converter,
             interceptors=interceptors,
+            activities=_with_liveness,
             workflow_runner=_pass_fs_search_through,
         )
 
@@ -103,6 +107,15 @@ class FsSearchPlugin(SimplePlugin):
         if isinstance(self.external_storage, ExternalStorage) and base.external_storage is None:
             base = dataclasses.replace(base, external_storage=self.external_storage)
         return base
+
+
+def _with_liveness(existing: Sequence[Callable[..., object]] | None) -> list[Callable[..., object]]:
+    """The worker's activities plus ``fs_search.queue_liveness``, the local activity
+    ``FsSearchTools`` asks when no worker took a call in time (unless already there)."""
+    activities = list(existing or [])
+    if queue_liveness not in activities:
+        activities.append(queue_liveness)
+    return activities
 
 
 def _pydantic_aware(converter: PayloadConverter) -> bool:

@@ -7,7 +7,7 @@ import dataclasses
 import json
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -44,7 +44,10 @@ with workflow.unsafe.imports_passed_through():
         ToolsResult,
         task_queue_for,
     )
+    from fs_search.workflows.liveness import QUEUE_LIVENESS_ACTIVITY, QueueLiveness
     from fs_search.workflows.summaries import summary_of
+
+_R = TypeVar("_R")
 
 # Failures that a retry cannot fix: the contract's codes, and a result too large for
 # Temporal (retrying would loop forever).
@@ -55,6 +58,15 @@ ALWAYS_OFFERED = ("glob", "grep")
 DEFAULT_RETRY_POLICY = RetryPolicy(
     maximum_attempts=3, non_retryable_error_types=NON_RETRYABLE_ERROR_TYPES
 )
+# How long a call may wait for a busy worker (in Temporal and in the worker's queue).
+DEFAULT_QUEUE_TIMEOUT = timedelta(minutes=5)
+# How soon a call no worker picked up is checked: a worker takes calls at once (it holds
+# many more than it runs), so this is how long an unserved workspace takes to report.
+DEFAULT_SCHEDULE_TO_START = timedelta(seconds=8)
+# What start-to-close keeps beyond the queueing budget and the call's own budget, for the
+# worker to digest, save and return the result (the worker's RESERVE_S).
+RESERVE = timedelta(seconds=5)
+LIVENESS_TIMEOUT = timedelta(seconds=15)
 
 
 def with_contract_codes(policy: RetryPolicy) -> RetryPolicy:
@@ -82,9 +94,15 @@ class FsSearchTools:
         spill: save over-cap results in full (False: return every entry inline, for
             callers that do not show the result to a model).
         task_queue: overrides the workspace queue.
-        start_to_close_timeout: default ``timeout_ms`` + 5 s.
+        queue_timeout: how long a call may wait for a busy worker before it runs (default
+            5 min): the worker holds calls beyond the searches it runs and starts them in
+            turn, heartbeating ``phase: "queued"``; past it the call is SEARCH_ABORTED.
+        start_to_close_timeout: default ``queue_timeout`` + ``timeout_ms`` + 5 s.
         heartbeat_timeout: default 5 s.
-        schedule_to_start_timeout: default 30 s (no live worker for the workspace).
+        schedule_to_start_timeout: default 8 s: a call no worker took by then is checked
+            (``fs_search.queue_liveness``, one ``DescribeTaskQueue``): no live poller on
+            the queue is SEARCH_FAILED naming the workspace; a live one means the worker
+            is full, and the call is scheduled again within ``queue_timeout``.
         retry_policy: default 3 attempts. The contract codes and PayloadsTooLarge are never
             retried: they are added to a policy given here.
         cancellation_type: default WAIT_CANCELLATION_COMPLETED (rg is dead when the
@@ -101,7 +119,8 @@ class FsSearchTools:
         task_queue: str | None = None,
         start_to_close_timeout: timedelta | None = None,
         heartbeat_timeout: timedelta | None = timedelta(seconds=5),
-        schedule_to_start_timeout: timedelta | None = timedelta(seconds=30),
+        schedule_to_start_timeout: timedelta | None = DEFAULT_SCHEDULE_TO_START,
+        queue_timeout: timedelta = DEFAULT_QUEUE_TIMEOUT,
         retry_policy: RetryPolicy | None = None,
         cancellation_type: workflow.ActivityCancellationType = (
             workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
@@ -112,9 +131,8 @@ class FsSearchTools:
         self.timeout_ms = timeout_ms
         self.spill = spill
         self.task_queue = task_queue or task_queue_for(workspace_id)
-        self.start_to_close_timeout = start_to_close_timeout or timedelta(
-            milliseconds=timeout_ms + 5000
-        )
+        self.queue_timeout = max(queue_timeout, timedelta(0))
+        self.start_to_close_timeout = start_to_close_timeout
         self.heartbeat_timeout = heartbeat_timeout
         self.schedule_to_start_timeout = schedule_to_start_timeout
         self.retry_policy = retry_policy or DEFAULT_RETRY_POLICY
@@ -122,11 +140,18 @@ class FsSearchTools:
         # The last available catalogue ``catalogue()`` fetched: what ``call`` dispatches.
         self._catalogue: ToolsResult | None = None
 
-    def activity_config(self, summary: str | None = None) -> workflow.ActivityConfig:
-        """The options every call is scheduled with."""
+    def activity_config(
+        self, summary: str | None = None, *, queue_left: timedelta | None = None
+    ) -> workflow.ActivityConfig:
+        """The options every call is scheduled with (``queue_left``: what remains of the
+        queueing budget, default all of it)."""
+        left = self.queue_timeout if queue_left is None else max(queue_left, timedelta(0))
+        start_to_close = self.start_to_close_timeout or (
+            left + timedelta(milliseconds=self.timeout_ms) + RESERVE
+        )
         config = workflow.ActivityConfig(
             task_queue=self.task_queue,
-            start_to_close_timeout=self.start_to_close_timeout,
+            start_to_close_timeout=start_to_close,
             heartbeat_timeout=self.heartbeat_timeout,
             schedule_to_start_timeout=self.schedule_to_start_timeout,
             retry_policy=with_contract_codes(self.retry_policy),
@@ -238,16 +263,9 @@ class FsSearchTools:
 
         An available catalogue is remembered: ``call`` then dispatches the tools it offers.
         """
-        try:
-            fetched = await workflow.execute_activity(
-                TOOLS_ACTIVITY,
-                result_type=ToolsResult,
-                **self.activity_config(summary="fs_search tools"),
-            )
-        except (ActivityError, asyncio.CancelledError) as e:
-            if _workflow_cancelled():
-                raise
-            failed = map_failure(e, workspace_id=self.workspace_id, queue=self.task_queue)
+        fetched = await self._execute(TOOLS_ACTIVITY, None, ToolsResult, "fs_search tools")
+        if isinstance(fetched, ToolResult):
+            failed = fetched
             return ToolsResult(
                 available=False,
                 reason=failed.text.removeprefix("Error: "),
@@ -283,20 +301,95 @@ class FsSearchTools:
             req = request_type.checked(fields)
         except ArgumentProblem as e:
             return ToolResult.failure(ErrorCode.INVALID_ARGUMENT, str(e))
+        result = await self._execute(activity_name, req, result_type, summary_of(req))
+        if isinstance(result, ToolResult):
+            return result
+        if isinstance(result, ReadSpillResult):
+            return ToolResult(text=render.read_spill_text(result), result=result)
+        return ToolResult(text=result.text, result=result)
+
+    async def _execute(
+        self, activity_name: str, arg: object, result_type: type[_R], summary: str
+    ) -> _R | ToolResult:
+        """Schedule one call: its result, or the ``Error:`` result of its failure.
+
+        A call no worker took within the schedule-to-start timeout is checked once: with
+        a live poller on the queue (a full worker) it is scheduled again, within what is
+        left of the queueing budget; with none it is SEARCH_FAILED naming the workspace."""
+        first = workflow.now()
+        while True:
+            left = self.queue_timeout - (workflow.now() - first)
+            args = [] if arg is None else [arg]
+            try:
+                return await workflow.execute_activity(
+                    activity_name,
+                    args=args,
+                    result_type=result_type,
+                    **self.activity_config(summary=summary, queue_left=left),
+                )
+            except (ActivityError, asyncio.CancelledError) as e:
+                if _workflow_cancelled():
+                    raise
+                if not _not_picked_up(e):
+                    return map_failure(e, workspace_id=self.workspace_id, queue=self.task_queue)
+            liveness = await self._liveness()
+            waited = workflow.now() - first
+            if liveness.polled and waited < self.queue_timeout:
+                continue
+            return self._unserved(liveness, waited)
+
+    async def _liveness(self) -> QueueLiveness:
+        """Who polls the queue (the plugin's local activity); unknown when it cannot say."""
         try:
-            result = await workflow.execute_activity(
-                activity_name,
-                req,
-                result_type=result_type,
-                **self.activity_config(summary=summary_of(req)),
+            return await workflow.execute_local_activity(
+                QUEUE_LIVENESS_ACTIVITY,
+                self.task_queue,
+                result_type=QueueLiveness,
+                start_to_close_timeout=LIVENESS_TIMEOUT,
+                retry_policy=RetryPolicy(maximum_attempts=1),
             )
         except (ActivityError, asyncio.CancelledError) as e:
             if _workflow_cancelled():
                 raise
-            return map_failure(e, workspace_id=self.workspace_id, queue=self.task_queue)
-        if isinstance(result, ReadSpillResult):
-            return ToolResult(text=render.read_spill_text(result), result=result)
-        return ToolResult(text=result.text, result=result)
+            cause = e.cause if isinstance(e, ActivityError) else e
+            return QueueLiveness(queue=self.task_queue, polled=None, detail=str(cause))
+
+    def _unserved(self, liveness: QueueLiveness, waited: timedelta) -> ToolResult:
+        """The ``Error:`` result of a call no worker took."""
+        ws, queue = self.workspace_id, self.task_queue
+        if liveness.polled:
+            return ToolResult.failure(
+                ErrorCode.SEARCH_ABORTED,
+                f"the worker of workspace {ws!r} stayed busy for the whole queueing budget "
+                f"({_seconds(self.queue_timeout)}) and the call did not run; try again later",
+            )
+        took = _seconds(self.schedule_to_start_timeout or waited)
+        if liveness.polled is None:
+            return ToolResult.failure(
+                ErrorCode.SEARCH_FAILED,
+                f"no fs-search worker took the call for workspace {ws!r} within {took} "
+                f"(task queue {queue!r}), and whether one polls that queue could not be "
+                f"checked ({liveness.detail}); is the worker for that workspace running?",
+            )
+        return ToolResult.failure(
+            ErrorCode.SEARCH_FAILED,
+            f"no fs-search worker is serving workspace {ws!r}: nothing polls its task queue "
+            f"{queue!r} ({liveness.detail}); start the worker for that workspace, or check "
+            "the workspace id",
+        )
+
+
+def _not_picked_up(error: BaseException) -> bool:
+    """Whether a call failed because no worker took it within schedule-to-start."""
+    cause = error.cause if isinstance(error, ActivityError) else None
+    return isinstance(cause, TimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START
+
+
+def _seconds(span: timedelta) -> str:
+    seconds = span.total_seconds()
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min"
 
 
 def parse_arguments(arguments: str | bytes | bytearray) -> dict[str, Any] | ToolResult:

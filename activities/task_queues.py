@@ -1,0 +1,94 @@
+"""Who polls a task queue: ``DescribeTaskQueue`` on every partition, rate-limited process-wide.
+
+``DescribeTaskQueue`` counts against Temporal Cloud's visibility limit (30 calls/s per
+namespace): nothing asks it once per search. A worker asks once per attach
+(:mod:`fs_search.worker.queue_owner`), a caller only when a call was not picked up in time
+(:mod:`fs_search.workflows.liveness`), and every such call of a process shares one limiter
+(:data:`DESCRIBES`: 10 calls/s, bursts of 10).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from datetime import timedelta
+
+from temporalio.api.enums.v1 import DescribeTaskQueueMode, TaskQueueKind, TaskQueueType
+from temporalio.api.taskqueue.v1 import PollerInfo, TaskQueue, TaskQueueVersionSelection
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import Client
+
+DESCRIBE_TIMEOUT = timedelta(seconds=5)
+
+
+async def list_pollers(client: Client, queue: str) -> list[PollerInfo]:
+    """The pollers the server lists on the activity task queue ``queue``, on every partition.
+
+    The default mode of ``DescribeTaskQueue`` describes the root partition only, which misses
+    a single-poller worker (a fleet's) whose polls sit on another partition; the "enhanced"
+    mode (deprecated in the API, served by the server) asks every partition, and its answer
+    is cached for about 5 s. The default mode's list is added, in case a server stops
+    honouring the enhanced one.
+    """
+    activity = TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
+    request = DescribeTaskQueueRequest(
+        namespace=client.namespace,
+        task_queue=TaskQueue(name=queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
+        task_queue_type=activity,
+        api_mode=DescribeTaskQueueMode.DESCRIBE_TASK_QUEUE_MODE_ENHANCED,
+        task_queue_types=[activity],
+        versions=TaskQueueVersionSelection(unversioned=True, all_active=True),
+        report_pollers=True,
+    )
+    described = await client.workflow_service.describe_task_queue(request, timeout=DESCRIBE_TIMEOUT)
+    found = list(described.pollers)
+    for version in described.versions_info.values():
+        for kind, info in version.types_info.items():
+            if kind == activity:
+                found.extend(info.pollers)
+    return found
+
+
+class RateLimit:
+    """At most ``per_second`` calls a second on average, ``burst`` at once (GCRA).
+
+    Loop-agnostic (a reservation is a time to sleep until), so one instance can be shared
+    by every worker of a process, whatever event loop each runs on.
+    """
+
+    def __init__(self, per_second: float, burst: int = 1) -> None:
+        self.interval = 1.0 / per_second
+        self.burst = max(1, burst)
+        self._next = 0.0
+        self._lock = threading.Lock()
+
+    def reserve(self) -> float:
+        """Take the next slot; seconds to wait before using it."""
+        with self._lock:
+            now = time.monotonic()
+            due = max(self._next, now)
+            self._next = due + self.interval
+            return max(0.0, due - now - (self.burst - 1) * self.interval)
+
+    async def wait(self) -> None:
+        """Wait for the next slot."""
+        delay = self.reserve()
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+
+# Every queue check of this process: a third of Temporal Cloud's 30 calls/s per namespace.
+DESCRIBES = RateLimit(per_second=10.0, burst=10)
+
+
+def poll_ages(pollers: list[PollerInfo], now: float) -> list[float]:
+    """Seconds since each poller last polled (0 when the server recorded no time)."""
+    ages = []
+    for poller in pollers:
+        age = 0.0
+        if poller.HasField("last_access_time"):
+            polled = poller.last_access_time
+            age = max(0.0, now - (polled.seconds + polled.nanos / 1e9))
+        ages.append(age)
+    return ages
