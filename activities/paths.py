@@ -97,6 +97,15 @@ class Workspace:
         with self.opened(cwd=cwd, path=path, tool=tool) as (target, _fd):
             return target
 
+    def readable(self) -> bool:
+        """Whether the held root is still a directory this worker can search: not removed
+        (a removed directory has no links left, whatever now has its name) and readable."""
+        try:
+            removed = os.fstat(self.tree.fd).st_nlink == 0
+        except OSError:
+            return False
+        return not removed and _may(self.tree.fd, os.R_OK | os.X_OK)
+
     @contextlib.contextmanager
     def opened(
         self, *, cwd: str | None, path: str | None, tool: str
@@ -104,9 +113,28 @@ class Workspace:
         """Resolve ``path`` against ``cwd`` for ``tool`` ("glob" or "grep"): the target, and
         an ``O_PATH`` descriptor of the directory rg runs in (closed on exit).
 
-        Precedence follows the contract: argument errors (outside the workspace, VCS
-        metadata, glob on a file) before existence errors (SEARCH_FAILED).
+        Precedence follows the contract: the workspace itself gone or unreadable first,
+        then argument errors (outside the workspace, VCS metadata, glob on a file), then
+        existence errors (SEARCH_FAILED). A workspace gone by the end of the block (rg ran
+        while it was removed) fails the call the same way, as does any SEARCH_FAILED raised
+        in the block while it is gone.
         """
+        if not self.readable():
+            raise workspace_unreadable()
+        try:
+            with self._opened(cwd=cwd, path=path, tool=tool) as opened:
+                yield opened
+        except SearchError as e:
+            if e.code is ErrorCode.SEARCH_FAILED and not self.readable():
+                raise workspace_unreadable() from e
+            raise
+        if not self.readable():
+            raise workspace_unreadable()
+
+    @contextlib.contextmanager
+    def _opened(
+        self, *, cwd: str | None, path: str | None, tool: str
+    ) -> Iterator[tuple[SearchTarget, int]]:
         run_cwd = self._cwd(cwd)
         with contextlib.ExitStack() as held:
             held.callback(run_cwd.close)
@@ -210,6 +238,15 @@ class Workspace:
             return None
         found.close()
         return found.parts
+
+
+def workspace_unreadable() -> SearchError:
+    """The workspace's own root was removed, replaced or made unreadable on the worker."""
+    return SearchError(
+        ErrorCode.SEARCH_FAILED,
+        "the workspace cannot be read: its directory was removed, replaced or made "
+        "unreadable on the worker",
+    )
 
 
 def _may(fd: int, mode: int) -> bool:

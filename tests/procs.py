@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import psutil
@@ -31,12 +32,16 @@ class WorkerProcess:
         env: dict[str, str] | None = None,
         args: tuple[str, ...] = ("--sample-over-cap-glob-results",),
         ready_timeout: float = 30.0,
+        prefix: Sequence[str] = (),
     ) -> None:
-        """``workspace_id`` None: serve every workspace under ``ws`` (--workspaces-root)."""
+        """``workspace_id`` None: serve every workspace under ``ws`` (--workspaces-root).
+
+        ``prefix``: a command that runs the worker (say, ``setpriv`` dropping capabilities)."""
         full = {k: v for k, v in os.environ.items() if not k.startswith(("FS_SEARCH_", "OTEL_"))}
         full.update(env or {})
         self.proc = subprocess.Popen(
             [
+                *prefix,
                 FS_SEARCH,
                 "worker",
                 *(
@@ -90,6 +95,19 @@ class WorkerProcess:
 
     def log(self) -> str:
         return "".join(self.lines)
+
+
+def without_dac_override() -> list[str] | None:
+    """A command prefix that runs a program without the capabilities that let root ignore
+    file permissions (so a directory's mode 000 holds for it too); [] when not root; None
+    when root and ``setpriv`` is not available."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return None
+    caps = "-dac_override,-dac_read_search"
+    return [setpriv, f"--bounding-set={caps}", f"--inh-caps={caps}", "--"]
 
 
 def rg_processes(cwd_under: Path | None = None) -> list[psutil.Process]:

@@ -185,15 +185,28 @@ async def test_rg_sees_none_of_the_workers_environment(tmp_path, rg_bin, monkeyp
     assert (run.returncode, run.stdout) == (0, b"hit\n")
 
 
-@pytest.mark.parametrize("backstop", [True, False])
+@pytest.mark.parametrize(
+    "backstop",
+    [
+        pytest.param(
+            True,
+            marks=pytest.mark.xfail(
+                strict=True, reason="_collect names the program the backstop could not run"
+            ),
+        ),
+        False,
+    ],
+)
 async def test_a_missing_rg_is_search_failed(tmp_path, backstop):
-    """An rg that cannot be executed is SEARCH_FAILED, with or without the backstop."""
+    """An rg that cannot be executed is SEARCH_FAILED, with or without the backstop, in words
+    that name no path of the worker's (the log has it)."""
     executor = Executor(backstop=default_backstop() if backstop else None)
     with pytest.raises(SearchError) as info:
         await executor.run(
             [str(tmp_path / "no-rg"), "-e", "x"], cwd=str(tmp_path), timeout_s=5, max_stdout=10
         )
-    assert info.value.code == ErrorCode.SEARCH_FAILED and "no-rg" in info.value.message
+    assert info.value.code == ErrorCode.SEARCH_FAILED and "ripgrep" in info.value.message
+    assert "no-rg" not in info.value.message and str(tmp_path) not in info.value.message
 
 
 async def test_stdout_is_kept_as_read_and_stderr_is_bounded(tmp_path):

@@ -12,7 +12,10 @@ import asyncio
 import asyncio.base_events
 import os
 import posixpath
+import shutil
 import subprocess
+import sys
+import sysconfig
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +31,9 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
+import fs_search.activities
+from fs_search.activities.config import FsSearchConfig
+from fs_search.activities.executor import Executor
 from fs_search.activities.models import (
     MAX_INCLUDE_BYTES,
     MAX_LOCATOR_BYTES,
@@ -42,8 +48,11 @@ from fs_search.activities.models import (
     ReadSpillResult,
     ToolResult,
 )
-from fs_search.activities.sandbox import LAUNCHER
+from fs_search.activities.pipeline import empty_dir
+from fs_search.activities.sandbox import LAUNCHER, sandbox_for
 from fs_search.activities.search import SearchActivities
+from fs_search.activities.storage import FileSpillStore, Storage
+from fs_search.worker.app import build_activities
 from tests import hostile_strategies as hs
 from tests.helpers import Dir, Link, write_tree
 from tests.workflows_under_test import Calls, CallsWorkflow, Options
@@ -305,6 +314,39 @@ def assert_no_leak(layout: Layout, root: Path, req, out) -> None:
     assert not layout.spill_leaks(), (req, layout.spill_leaks())
 
 
+def host_paths(acts: SearchActivities) -> set[str]:
+    """Where the worker is installed and its own temp directories: the interpreter, the venv,
+    site-packages, the package, the launcher, rg (and the launcher's python), the empty
+    directory pattern errors are confirmed in. None of it is the model's business."""
+    paths = {
+        sys.prefix,
+        sys.exec_prefix,
+        sys.executable,
+        os.path.realpath(sys.executable),
+        sysconfig.get_paths()["purelib"],
+        os.path.dirname(fs_search.activities.__file__),
+        LAUNCHER,
+        empty_dir().path,
+        "fs-search-empty-",
+    }
+    if acts.rg.path:
+        paths |= {acts.rg.path, os.path.dirname(acts.rg.path), os.path.realpath(acts.rg.path)}
+    if acts.executor.sandbox is not None:
+        paths.add(acts.executor.sandbox.python)
+    workspace = str(acts.workspace.root) + os.sep
+    # A path the workspace lives under would be in every echo of it: not a host path here.
+    return {p for p in paths if p not in ("", "/") and not workspace.startswith(p + os.sep)}
+
+
+def assert_no_host_paths(acts: SearchActivities, req, out) -> None:
+    """The model-facing text (a result's text, an error's message) names nothing of the
+    worker's installation, unless the request itself did (an error may echo it)."""
+    text = out.message if isinstance(out, ApplicationError) else out.text
+    echoed = inputs_of(req)
+    shown = [p for p in host_paths(acts) if p in text and p not in echoed]
+    assert not shown, (req, shown, text)
+
+
 # --- 1 + 3: never a crash, never a leak ----------------------------------------------------
 
 
@@ -324,8 +366,71 @@ async def test_hostile_requests_end_in_a_result_or_contract_error_and_never_leak
     req = request_for(tool, layout, root, pattern, path, include, cwd)
     out = await outcome(getattr(acts, tool), req, SEARCH_CODES)
     assert_no_leak(layout, root, req, out)
+    assert_no_host_paths(acts, req, out)
     assert_only_rg_argvs(shell_guard, acts)
     assert not acts.executor.live_process_groups
+
+
+# --- a broken worker: the workspace gone, rg that cannot start ------------------------------
+
+
+async def broken_worker(layout: Layout, tmp_path: Path, rg_bin: str, how: str) -> SearchActivities:
+    """Activities over the layout's workspace, then broken: the workspace removed or replaced
+    by a file, or rg (a copy, probed fine at start) no longer executable, run directly or
+    under the sandbox launcher."""
+    rg = tmp_path / "rg-bin" / "rg"
+    rg.parent.mkdir()
+    shutil.copy(rg_bin, rg)
+    config = FsSearchConfig.load(
+        getenv=lambda _: None,
+        overrides={"sample_over_cap_glob_results": False, "rg_path": str(rg)},
+    )
+    sandbox = sandbox_for("auto", config.rg_memory_mb, program=str(rg))
+    executor = {
+        "rg not executable": Executor(),
+        "rg not executable, sandboxed": Executor(sandbox=sandbox),
+    }.get(how)
+    store = FileSpillStore(tmp_path / "spill", ttl_hours=config.spill_ttl_hours)
+    acts = await build_activities(
+        config, layout.ws, executor=executor, storage=Storage.beside(store)
+    )
+    assert acts.rg.path == str(rg), acts.rg
+    if how.startswith("rg not executable"):
+        rg.chmod(0o644)
+    else:
+        shutil.rmtree(layout.ws)
+        if how == "workspace replaced by a file":
+            layout.ws.write_text("not a directory\n")
+    return acts
+
+
+BROKEN = [
+    "workspace removed",
+    "workspace replaced by a file",
+    "rg not executable",
+    "rg not executable, sandboxed",
+]
+
+
+@pytest_asyncio.fixture(params=BROKEN)
+async def broken(request, layout, tmp_path, rg_bin) -> tuple[Layout, SearchActivities]:
+    return layout, await broken_worker(layout, tmp_path, rg_bin, request.param)
+
+
+@examples(40)
+@given(tool=hs.tools, pattern=hs.patterns, path=hs.paths, include=hs.includes, cwd=hs.cwds)
+async def test_a_broken_worker_never_shows_its_installation(
+    broken, tool, pattern, path, include, cwd
+):
+    """Any request to a worker whose workspace is gone or whose rg cannot start: a contract
+    error naming nothing of the worker's installation (and a gone workspace says so)."""
+    layout, acts = broken
+    req = request_for(tool, layout, layout.ws, pattern, path, include, cwd)
+    out = await outcome(getattr(acts, tool), req, SEARCH_CODES)
+    assert isinstance(out, ApplicationError), (req, out)
+    assert_no_host_paths(acts, req, out)
+    if not acts.workspace.readable() and out.type == "SEARCH_FAILED":
+        assert "the workspace cannot be read" in out.message, out.message
 
 
 ESCAPE_PATHS = [
