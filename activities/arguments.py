@@ -10,6 +10,7 @@ checks. Imports only pydantic, like ``models`` (which re-exports everything here
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Self
@@ -139,11 +140,19 @@ def include_problem(include: str | None) -> str | None:
 _NOT_BLANK = _Check(lambda name, v: f"{name} must not be blank" if not v.strip() else None)
 _POSITIVE = _Check(lambda name, v: f"{name} must be positive (got {_shown(v)})" if v <= 0 else None)
 
+# A workspace's (or host's) id: its task queue's suffix and its directory's name.
+ID_SYNTAX = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
+_ID = re.compile(ID_SYNTAX)
+_WORKSPACE_ID = _Check(
+    lambda name, v: None if _ID.fullmatch(v) else f"{name} {v[:200]!r} is not a valid id"
+)
+
 Pattern = Annotated[str, _text(MAX_PATTERN_BYTES), _NOT_BLANK]
 PathText = Annotated[str, _text(MAX_PATH_BYTES)]
 IncludeGlob = Annotated[str, _text(MAX_INCLUDE_BYTES), _Check(lambda _, v: include_problem(v))]
 Locator = Annotated[str, _text(MAX_LOCATOR_BYTES)]
 TimeoutMs = Annotated[int, _POSITIVE]
+WorkspaceId = Annotated[str, _WORKSPACE_ID]
 # A limit over the maximum is not refused: the page is cut to the maximum.
 PageLimit = Annotated[
     int,
@@ -257,6 +266,8 @@ class ReadSpillArguments(ToolArguments):
 
 # The requests the activities take: the model's arguments plus the caller's settings
 # (never the model's). Unknown fields are ignored, as in every model here.
+# ``workspace_id``: the workspace the call is for; required on a host queue
+# (``fs-search-host/<host-id>``), and on a workspace queue it must name that workspace.
 
 
 class GlobRequest(GlobArguments):
@@ -266,6 +277,7 @@ class GlobRequest(GlobArguments):
     cwd: PathText | None = None
     spill: bool = True
     timeout_ms: TimeoutMs | None = None
+    workspace_id: WorkspaceId | None = None
 
 
 class GrepRequest(GrepArguments):
@@ -275,12 +287,21 @@ class GrepRequest(GrepArguments):
     cwd: PathText | None = None
     spill: bool = True
     timeout_ms: TimeoutMs | None = None
+    workspace_id: WorkspaceId | None = None
 
 
 class ReadSpillRequest(ReadSpillArguments):
     """A page of a spill artifact, in lines."""
 
     model_config = ConfigDict(extra="ignore")
+    workspace_id: WorkspaceId | None = None
+
+
+class ToolsRequest(BaseModel):
+    """The catalogue call's optional argument: which workspace (on a host queue)."""
+
+    model_config = ConfigDict(extra="ignore")
+    workspace_id: WorkspaceId | None = None
 
 
 TOOL_ARGUMENTS: dict[str, type[ToolArguments]] = {

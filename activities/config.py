@@ -59,6 +59,9 @@ class FsSearchConfig(BaseModel):
     # Poll a workspace queue even when a live worker of another host polls it (hosts that
     # see the same files). Off: such a queue is refused (worker/queue_owner.py).
     allow_shared_queue: bool = False
+    # Which queues a --workspaces-root worker polls: one per workspace (default), the
+    # host's one queue fs-search-host/<host-id> (requests name their workspace), or both.
+    queues: Literal["workspace", "host", "both"] = "workspace"
 
     @property
     def accepted_searches(self) -> int:

@@ -30,6 +30,7 @@ from fs_search.activities.arguments import (
     ReadSpillArguments,
     ReadSpillRequest,
     ToolArguments,
+    ToolsRequest,
     include_problem,
     request_problem,
 )
@@ -40,11 +41,18 @@ GREP_ACTIVITY = "fs_search.grep"
 TOOLS_ACTIVITY = "fs_search.tools"
 READ_SPILL_ACTIVITY = "fs_search.read_spill"
 TASK_QUEUE_PREFIX = "fs-search/"
+# A host-routed worker's one queue (SPEC §7): every request on it names its workspace.
+HOST_QUEUE_PREFIX = "fs-search-host/"
 
 
 def task_queue_for(workspace_id: str) -> str:
     """The task queue the worker owning ``workspace_id`` polls."""
     return f"{TASK_QUEUE_PREFIX}{workspace_id}"
+
+
+def host_queue_for(host_id: str) -> str:
+    """The one task queue of a host-routed worker on ``host_id``."""
+    return f"{HOST_QUEUE_PREFIX}{host_id}"
 
 
 class ErrorCode(StrEnum):
@@ -198,6 +206,7 @@ __all__ = [
     "ReadSpillRequest",
     "ReadSpillResult",
     "SpillRef",
+    "HOST_QUEUE_PREFIX",
     "TASK_QUEUE_PREFIX",
     "TOOLS_ACTIVITY",
     "TOOL_ARGUMENTS",
@@ -205,9 +214,11 @@ __all__ = [
     "ToolError",
     "ToolResult",
     "ToolSpec",
+    "ToolsRequest",
     "ToolsResult",
     "error_name",
     "include_problem",
+    "host_queue_for",
     "request_problem",
     "task_queue_for",
 ]

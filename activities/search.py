@@ -12,7 +12,7 @@ from temporalio import activity
 from fs_search.activities.catalogue import tools_and_prompts
 from fs_search.activities.checks import check_request
 from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.errors import contract
+from fs_search.activities.errors import contract, invalid_argument
 from fs_search.activities.executor import Executor
 from fs_search.activities.models import (
     GLOB_ACTIVITY,
@@ -25,6 +25,7 @@ from fs_search.activities.models import (
     GrepResult,
     ReadSpillRequest,
     ReadSpillResult,
+    ToolsRequest,
     ToolsResult,
 )
 from fs_search.activities.offload import Offload
@@ -112,8 +113,9 @@ class SearchActivities:
         return await self._observed(self._grep, req)
 
     @activity.defn(name=TOOLS_ACTIVITY)
-    async def tools(self) -> ToolsResult:
+    async def tools(self, req: ToolsRequest | None = None) -> ToolsResult:
         """The catalogue: tool definitions and prompt segments (empty when rg is missing)."""
+        await contract(self._ours(req))
         cfg = self.config
         if self.rg.path is None:
             return ToolsResult(
@@ -147,6 +149,7 @@ class SearchActivities:
 
         async def run() -> ReadSpillResult:
             check_request(req)
+            await self._ours(req)
             return await self.store.read(
                 req.locator, offset=req.offset, limit=req.limit, workspace=self.spill_workspace
             )
@@ -169,6 +172,7 @@ class SearchActivities:
         )
         error: BaseException | None = None
         try:
+            await contract(self._ours(req))
             async with heartbeating(progress):
                 return await contract(
                     self.pipeline.run(spec, req, progress, remaining_s=remaining_s())
@@ -186,6 +190,18 @@ class SearchActivities:
             )
 
     # --- helpers ---------------------------------------------------------------------
+
+    async def _ours(
+        self, req: GlobRequest | GrepRequest | ReadSpillRequest | ToolsRequest | None
+    ) -> None:
+        """Refuse a request naming another workspace than this one (INVALID_ARGUMENT)."""
+        named = req.workspace_id if req is not None else None
+        mine = self.telemetry.workspace_id
+        if named is not None and mine is not None and named != mine:
+            raise invalid_argument(
+                f"this call names workspace {named[:200]!r}, but it reached the worker of "
+                f"workspace {mine!r}"
+            )
 
     @property
     def sandbox(self) -> Literal["landlock", "none"]:

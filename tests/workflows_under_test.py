@@ -42,6 +42,7 @@ class Options(BaseModel):
     spill: bool = True
     timeout_ms: int = 30_000
     task_queue: str | None = None
+    host: str | None = None
     heartbeat_ms: int | None = None
     schedule_to_start_ms: int | None = None
     start_to_close_ms: int | None = None
@@ -70,6 +71,7 @@ class Options(BaseModel):
             spill=self.spill,
             timeout_ms=self.timeout_ms,
             task_queue=self.task_queue,
+            host=self.host,
             **kwargs,
         )
 
@@ -140,6 +142,7 @@ class MixedCalls(BaseModel):
     calls: list[tuple[str, str, dict[str, Any]]]
     timeout_ms: int = 30_000
     schedule_to_start_ms: int = 30_000
+    host: str | None = None
 
 
 @workflow.defn
@@ -157,6 +160,7 @@ class MixedCallsWorkflow:
                     workspace_id,
                     timeout_ms=spec.timeout_ms,
                     schedule_to_start_timeout=timedelta(milliseconds=spec.schedule_to_start_ms),
+                    host=spec.host,
                 ),
             )
             results.append(await helper.call(name, args, catalogue=EVERY_TOOL))

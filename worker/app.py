@@ -22,7 +22,7 @@ from fs_search.activities import command
 from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.errors import SearchError
 from fs_search.activities.executor import Executor, default_backstop
-from fs_search.activities.models import task_queue_for
+from fs_search.activities.models import host_queue_for, task_queue_for
 from fs_search.activities.offload import Offload, default_processes
 from fs_search.activities.paths import Workspace
 from fs_search.activities.sandbox import sandbox_for
@@ -30,6 +30,7 @@ from fs_search.activities.search import RgStatus, SearchActivities
 from fs_search.activities.storage import Storage, storage_for
 from fs_search.activities.telemetry import SearchTelemetry
 from fs_search.worker.binaries import find_binary
+from fs_search.worker.host_queue import HostRouter
 from fs_search.worker.queue_owner import claim_queue, host_id_from_env, identity_for
 
 log = logging.getLogger(__name__)
@@ -161,14 +162,24 @@ def new_worker(
     *,
     workspace_id: str,
     task_queue: str | None = None,
+    host: str | None = None,
     graceful_shutdown: timedelta = timedelta(0),
     **worker_options: Any,
 ) -> Worker:
-    """A Worker polling the workspace's queue with all four activities registered."""
+    """A Worker polling the workspace's queue with all four activities registered.
+
+    ``host``: poll the host queue ``fs-search-host/<host>`` instead, serving this one
+    workspace to requests that name it."""
+    registered = activities.all()
+    if host is not None:
+        task_queue = task_queue or host_queue_for(host)
+        registered = HostRouter(
+            host, lambda named: activities if named == workspace_id else None
+        ).all()
     return Worker(
         client,
         task_queue=task_queue or task_queue_for(workspace_id),
-        activities=activities.all(),  # type: ignore[arg-type]
+        activities=registered,  # type: ignore[arg-type]
         # Many more than run: the rest wait in the executor's fair gate, heartbeating.
         max_concurrent_activities=activities.config.accepted_searches,
         max_heartbeat_throttle_interval=MAX_HEARTBEAT_THROTTLE,

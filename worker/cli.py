@@ -37,6 +37,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in ("glob", "grep"):
             if args.address and not args.workspace_id:
                 parser.error("--address requires --workspace-id")
+            if args.host and not args.address:
+                parser.error("--host goes with --address and --workspace-id")
             if args.workspace and args.address:
                 parser.error("--workspace (embedded mode) and --address are exclusive")
             if args.command == "grep":
@@ -85,16 +87,21 @@ async def _worker(args: argparse.Namespace) -> int:
     from fs_search.worker.app import build_services, default_workspace_id, run_until_signalled
     from fs_search.worker.connect import connect
     from fs_search.worker.fleet import serve_root
-    from fs_search.worker.queue_owner import host_id_from_env
+    from fs_search.worker.queue_owner import HOST_ID_ENV, host_id_from_env
     from fs_search.worker.telemetry import telemetry_from_env
     from fs_search.workflows.plugin import FsSearchPlugin
 
-    config = FsSearchConfig.load(overrides={"sample_over_cap_glob_results": args.sample})
+    overrides: dict[str, object] = {"sample_over_cap_glob_results": args.sample}
+    if args.queues:
+        overrides["queues"] = args.queues
+    config = FsSearchConfig.load(overrides=overrides)
     problem = _worker_args_problem(args)
     if problem:
         print(f"fs-search: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    host_id = host_id_from_env()
+    host_id = host_id_from_env(
+        lambda name: args.host_id if name == HOST_ID_ENV and args.host_id else os.environ.get(name)
+    )
     telemetry = telemetry_from_env()
     async with telemetry.running():
         services = await build_services(config)
@@ -107,7 +114,14 @@ async def _worker(args: argparse.Namespace) -> int:
         )
         if args.workspaces_root:
             root, interval = args.workspaces_root, args.scan_interval
-            await serve_root(client, services, root, scan_interval=interval, host_id=host_id)
+            await serve_root(
+                client,
+                services,
+                root,
+                scan_interval=interval,
+                host_id=host_id,
+                queues=config.queues,
+            )
             return EXIT_OK
         workspace_id = args.workspace_id or default_workspace_id(args.workspace)
         activities = services.activities_for(args.workspace, workspace_id)
@@ -122,6 +136,8 @@ def _worker_args_problem(args: argparse.Namespace) -> str | None:
         return f"{what} {directory!r} is not a directory"
     if args.workspaces_root and args.workspace_id:
         return "--workspace-id goes with --workspace (under --workspaces-root ids are names)"
+    if args.queues and args.queues != "workspace" and not args.workspaces_root:
+        return "--queues host|both goes with --workspaces-root (a host queue serves many)"
     if args.scan_interval <= 0:
         return f"--scan-interval must be positive (got {args.scan_interval})"
     return None
@@ -142,6 +158,7 @@ async def _call(args: argparse.Namespace) -> int:
         spill=not args.no_spill,
         workspace=args.workspace or os.getcwd(),
         workspace_id=args.workspace_id,
+        host=args.host,
         address=args.address,
         namespace=args.namespace,
         profile=args.profile,

@@ -31,6 +31,18 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="with --workspaces-root: seconds between scans for new and removed workspaces",
     )
+    w.add_argument(
+        "--queues",
+        choices=("workspace", "host", "both"),
+        help=(
+            "with --workspaces-root: poll fs-search/<workspace> per workspace (default), "
+            "the host's one queue fs-search-host/<host-id>, or both (default: FS_SEARCH_QUEUES)"
+        ),
+    )
+    w.add_argument(
+        "--host-id",
+        help="this host's id (default: FS_SEARCH_HOST_ID, then the host name)",
+    )
     connection_args(w)
     mode = w.add_mutually_exclusive_group()
     mode.add_argument(
@@ -76,6 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
             "--workspace", help="embedded mode: the workspace (default: current directory)"
         )
         t.add_argument("--workspace-id", help="address mode: the worker's workspace id")
+        t.add_argument(
+            "--host",
+            help="address mode: the host serving the workspace on fs-search-host/<host> "
+            "(a worker run with --queues host|both)",
+        )
         connection_args(t)
 
     d = sub.add_parser(

@@ -35,6 +35,7 @@ class CallOptions:
     spill: bool = True
     workspace: str = "."
     workspace_id: str | None = None
+    host: str | None = None
     address: str | None = None
     namespace: str | None = None
     profile: str | None = None
@@ -77,6 +78,7 @@ async def run_call(options: CallOptions) -> ToolResult:
         arguments=options.arguments,
         cwd=options.cwd,
         spill=options.spill,
+        host=options.host if options.address else None,
     )
     telemetry = telemetry_from_env()
     async with telemetry.running():

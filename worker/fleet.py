@@ -26,18 +26,20 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Literal
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 from temporalio.client import Client
 from temporalio.worker import (
     FixedSizeSlotSupplier,
+    PollerBehaviorAutoscaling,
     PollerBehaviorSimpleMaximum,
     Worker,
     WorkerTuner,
 )
 
-from fs_search.activities.models import task_queue_for
+from fs_search.activities.models import host_queue_for, task_queue_for
 from fs_search.activities.pipeline import NICE_STEP
 from fs_search.activities.search import SearchActivities
 from fs_search.activities.telemetry import INSTRUMENTATION
@@ -47,10 +49,12 @@ from fs_search.worker.app import (
     maintenance,
     stop_on_signals,
 )
+from fs_search.worker.host_queue import HostRouter
 from fs_search.worker.queue_owner import (
     ALLOW_SHARED_ENV,
     QueueCheck,
     QueueOwners,
+    claim_queue,
     host_id_from_env,
     identity_for,
 )
@@ -69,6 +73,8 @@ RETRY_MIN_S = 10.0
 RETRY_MAX_S = 300.0
 
 Identity = tuple[int, int]
+QueueMode = Literal["workspace", "host", "both"]
+QUEUE_MODES: tuple[QueueMode, ...] = ("workspace", "host", "both")
 
 
 @dataclass(frozen=True)
@@ -120,8 +126,9 @@ def scan_root(root: str) -> Scan:
 class _Attached:
     path: str
     activities: SearchActivities
-    worker: Worker
-    running: asyncio.Task[None]
+    # The workspace queue's worker; None when only the host queue serves it.
+    worker: Worker | None
+    running: asyncio.Task[None] | None
 
     def holds(self) -> Identity | None:
         """Which directory the attached activities search (None: it cannot be told)."""
@@ -149,6 +156,9 @@ class Fleet:
         per_workspace: slots one workspace may hold (default 4).
         host_id: this host (default ``FS_SEARCH_HOST_ID`` or the host name).
         owners: who checks a queue's pollers (default: a QueueOwners on ``host_id``).
+        queues: ``workspace`` (default): one queue per workspace; ``host``: the host's one
+            queue ``fs-search-host/<host-id>``, every request naming its workspace;
+            ``both``: all of them (a migration).
     """
 
     def __init__(
@@ -161,7 +171,11 @@ class Fleet:
         per_workspace: int | None = None,
         host_id: str | None = None,
         owners: QueueOwners | None = None,
+        queues: QueueMode = "workspace",
     ) -> None:
+        if queues not in QUEUE_MODES:
+            raise ValueError(f"queues must be one of {', '.join(QUEUE_MODES)} (got {queues!r})")
+        self.queues = queues
         self.client = client
         self.services = services
         self.root = os.fspath(root)
@@ -178,9 +192,12 @@ class Fleet:
         # Calls taken from Temporal (running or queued in the gate): a share of the
         # process's per workspace queue, so one flooding queue leaves room for the others.
         accepted = config.accepted_searches
+        self.host_id = owners.host_id if owners else host_id or host_id_from_env()
+        self.host_queue = host_queue_for(self.host_id)
         self.slots = FairSlots(
             total=accepted,
             per_workspace=max(running_per_workspace, accepted // ACCEPTED_SHARE),
+            shared_queues=frozenset({self.host_queue}),
         )
         self.running_per_workspace = running_per_workspace
         if running_per_workspace >= config.max_concurrent_searches > 1:
@@ -207,8 +224,8 @@ class Fleet:
         self._stopping: dict[str, asyncio.Task[None]] = {}
         self._warned: set[str] = set()
         self._check_failing = False
-        self.host_id = owners.host_id if owners else host_id or host_id_from_env()
         self.identity = identity_for(self.host_id)
+        self.router = HostRouter(self.host_id, self._served)
         self.owners = owners or QueueOwners(client, self.host_id)
         self.allow_shared = config.allow_shared_queue
         meter = metrics.get_meter(INSTRUMENTATION)
@@ -314,8 +331,9 @@ class Fleet:
             self._attaching.pop(workspace_id, None)
 
     async def _check(self, workspace_id: str) -> QueueCheck | None:
-        """Who else polls the workspace's queue; None when sharing is allowed."""
-        if self.allow_shared:
+        """Who else polls the workspace's queue; None when sharing is allowed, or when only
+        the host queue serves the workspace."""
+        if self.allow_shared or self.queues == "host":
             return None
         check = await self.owners.check(task_queue_for(workspace_id))
         if check.error:
@@ -354,7 +372,14 @@ class Fleet:
             )
 
     def _start(self, workspace_id: str, path: str, activities: SearchActivities) -> bool:
-        """Start polling ``fs-search/<workspace_id>`` for searches of ``path``."""
+        """Start polling ``fs-search/<workspace_id>`` for searches of ``path`` (host mode:
+        serve it on the host queue only)."""
+        if self.queues == "host":
+            self.attached[workspace_id] = _Attached(path, activities, None, None)
+            log.info(
+                "attached workspace %s (%s) on host queue %s", workspace_id, path, self.host_queue
+            )
+            return True
         try:
             worker = Worker(
                 self.client,
@@ -394,7 +419,7 @@ class Fleet:
         if attached is None:
             return
         log.info("detaching workspace %s (%s)", workspace_id, attached.path)
-        task = asyncio.create_task(_stop(workspace_id, attached))
+        task = asyncio.create_task(_stop(workspace_id, attached, self.drain.total_seconds()))
         self._draining.add(task)
         self._stopping[workspace_id] = task
 
@@ -405,11 +430,48 @@ class Fleet:
 
         task.add_done_callback(done)
 
+    def _served(self, workspace_id: str) -> SearchActivities | None:
+        """The attached workspace of an id (the host queue's lookup)."""
+        attached = self.attached.get(workspace_id)
+        return attached.activities if attached is not None else None
+
+    async def _start_host_queue(self) -> tuple[Worker, asyncio.Task[None]] | None:
+        """Poll ``fs-search-host/<host-id>`` (modes host and both), after checking that no
+        other host's worker polls it (a host-id clash).
+
+        Raises:
+            QueueTaken: another host's live worker polls the host queue."""
+        if self.queues == "workspace":
+            return None
+        await claim_queue(
+            self.client,
+            self.host_queue,
+            host_id=self.host_id,
+            identity=self.identity,
+            allow_shared=self.allow_shared,
+            owners=self.owners,
+        )
+        worker = Worker(
+            self.client,
+            task_queue=self.host_queue,
+            activities=self.router.all(),  # type: ignore[arg-type]
+            tuner=self.tuner,
+            # A busy queue: pollers scale with the work (at least one, idle).
+            activity_task_poller_behavior=PollerBehaviorAutoscaling(minimum=1, maximum=8),
+            max_heartbeat_throttle_interval=MAX_HEARTBEAT_THROTTLE,
+            default_heartbeat_throttle_interval=MAX_HEARTBEAT_THROTTLE,
+            graceful_shutdown_timeout=self.drain,
+            identity=self.identity,
+        )
+        log.info("serving host queue %s (every request names its workspace)", self.host_queue)
+        return worker, asyncio.create_task(worker.run())
+
     async def run(self, stop: asyncio.Event, on_ready: Callable[[], None] | None = None) -> None:
         """Scan until ``stop`` is set, then drain every workspace and return."""
         if self.allow_shared:
             log.info("%s=1: task queues are not checked for other hosts", ALLOW_SHARED_ENV)
         await self.scan()
+        host = await self._start_host_queue()
         if on_ready:
             on_ready()
         while not stop.is_set():
@@ -421,16 +483,25 @@ class Fleet:
         for task in attaching:
             task.cancel()
         await asyncio.gather(*attaching, return_exceptions=True)
+        if host is not None:
+            worker, polling = host
+            await worker.shutdown()
+            await asyncio.gather(polling, return_exceptions=True)
         for workspace_id in list(self.attached):
             self.detach(workspace_id)
         if self._draining:
             await asyncio.gather(*self._draining, return_exceptions=True)
 
 
-async def _stop(workspace_id: str, attached: _Attached) -> None:
+async def _stop(workspace_id: str, attached: _Attached, drain: float) -> None:
     try:
-        await attached.worker.shutdown()
-        await attached.running
+        if attached.worker is not None and attached.running is not None:
+            await attached.worker.shutdown()
+            await attached.running
+        # Calls the host queue handed to it before it was detached finish first.
+        deadline = time.monotonic() + drain
+        while attached.activities.pipeline.running and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
     except Exception as e:  # noqa: BLE001 - report and go on with the others
         log.warning("workspace %s stopped with an error: %s", workspace_id, e)
     else:
@@ -476,13 +547,17 @@ async def serve_root(
     scan_interval: float = DEFAULT_SCAN_INTERVAL_S,
     on_ready: Callable[[], None] | None = None,
     host_id: str | None = None,
+    queues: QueueMode = "workspace",
 ) -> None:
     """Serve every workspace under ``root`` until SIGINT/SIGTERM, then drain them all.
 
-    ``host_id``: this host (default ``FS_SEARCH_HOST_ID`` or the host name)."""
+    ``host_id``: this host (default ``FS_SEARCH_HOST_ID`` or the host name); ``queues``:
+    which queues to poll (see :class:`Fleet`)."""
     stop = stop_on_signals()
     raise_open_files_limit()
-    fleet = Fleet(client, services, root, scan_interval=scan_interval, host_id=host_id)
+    fleet = Fleet(
+        client, services, root, scan_interval=scan_interval, host_id=host_id, queues=queues
+    )
     async with maintenance(services):
         warming = asyncio.create_task(services.offload.warm())
         log.info(

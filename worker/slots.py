@@ -50,10 +50,13 @@ class FairSlots(CustomSlotSupplier):
     Args:
         total: tasks running at once across all queues.
         per_workspace: slots one queue may hold at once.
+        shared_queues: queues that may hold up to ``total`` (a host queue: all of the host's
+            workspaces share it, and fairness between them is the executor's gate).
     """
 
     total: int
     per_workspace: int
+    shared_queues: frozenset[str] = frozenset()
     running: int = 0
     _queues: dict[str, _Queue] = field(default_factory=dict)
     _waiters: collections.deque[tuple[str, asyncio.Future[QueuePermit]]] = field(
@@ -108,8 +111,12 @@ class FairSlots(CustomSlotSupplier):
                 del self._queues[permit.queue]
         self._wake()
 
+    def cap(self, queue: str) -> int:
+        """Slots ``queue`` may hold at once."""
+        return self.total if queue in self.shared_queues else self.per_workspace
+
     def _room(self, queue: str) -> bool:
-        return self.running < self.total and self.held(queue) < self.per_workspace
+        return self.running < self.total and self.held(queue) < self.cap(queue)
 
     def _grant(self, queue: str) -> QueuePermit:
         self._queues.setdefault(queue, _Queue()).held += 1

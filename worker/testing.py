@@ -41,7 +41,9 @@ from fs_search.activities.models import (
     GrepResult,
     ReadSpillRequest,
     ReadSpillResult,
+    ToolsRequest,
     ToolsResult,
+    host_queue_for,
     task_queue_for,
 )
 from fs_search.activities.storage import local_storage
@@ -97,10 +99,13 @@ async def search_worker(
     workspace: str | os.PathLike[str],
     *,
     workspace_id: str = "test",
+    host: str | None = None,
     spill_dir: str | os.PathLike[str] | None = None,
     **settings: Any,
 ) -> AsyncIterator[Worker]:
-    """Run the real search activities over ``workspace`` on ``fs-search/<workspace_id>``.
+    """Run the real search activities over ``workspace`` on ``fs-search/<workspace_id>``
+    (or, with ``host``, on the host queue ``fs-search-host/<host>``, for workflows using
+    ``FsSearchTools(workspace_id, host=...)``).
 
     Args:
         client: the test environment's client (with FsSearchPlugin installed).
@@ -118,7 +123,7 @@ async def search_worker(
     activities = await build_activities(
         config, workspace, workspace_id=workspace_id, storage=storage
     )
-    worker = new_worker(client, activities, workspace_id=workspace_id)
+    worker = new_worker(client, activities, workspace_id=workspace_id, host=host)
     async with maintenance(activities), worker:
         yield worker
 
@@ -137,7 +142,8 @@ def canned_activities(
     names are registered; one left unset fails with SEARCH_FAILED rather than leaving the
     call to retry forever.
 
-    Register them on a Worker polling ``task_queue_for(workspace_id)``.
+    Register them on a Worker polling ``task_queue_for(workspace_id)`` (or the host queue,
+    ``host_queue_for(host)``, for ``FsSearchTools(workspace_id, host=...)``).
     """
 
     @activity.defn(name=GLOB_ACTIVITY)
@@ -149,7 +155,7 @@ def canned_activities(
         return _answer(GREP_ACTIVITY, grep, req)
 
     @activity.defn(name=TOOLS_ACTIVITY)
-    async def canned_tools() -> ToolsResult:
+    async def canned_tools(req: ToolsRequest | None = None) -> ToolsResult:
         return _answer(TOOLS_ACTIVITY, tools, None)
 
     @activity.defn(name=READ_SPILL_ACTIVITY)
@@ -176,4 +182,10 @@ def _answer(name: str, canned: Canned, req: Any) -> Any:
     return canned
 
 
-__all__ = ["canned_activities", "search_worker", "task_queue_for", "time_skipping_env"]
+__all__ = [
+    "canned_activities",
+    "host_queue_for",
+    "search_worker",
+    "task_queue_for",
+    "time_skipping_env",
+]

@@ -10,7 +10,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from fs_search.activities.models import DEFAULT_TIMEOUT_MS, ToolResult
-    from fs_search.workflows.tools import FsSearchTools
+    from fs_search.workflows.tools import DEFAULT_SCHEDULE_TO_START, FsSearchTools
 
 
 class CallInput(BaseModel):
@@ -22,7 +22,10 @@ class CallInput(BaseModel):
     cwd: str | None = None
     spill: bool = True
     timeout_ms: int = DEFAULT_TIMEOUT_MS
-    schedule_to_start_ms: int = 30_000
+    # None: FsSearchTools' default (a call no worker took is checked after 8 s).
+    schedule_to_start_ms: int | None = None
+    # The host serving the workspace on its host queue (None: the workspace's own queue).
+    host: str | None = None
 
 
 @workflow.defn(name="fs_search.Call")
@@ -32,11 +35,17 @@ class FsSearchCallWorkflow:
     @workflow.run
     async def run(self, call: CallInput) -> ToolResult:
         """Dispatch the call by name, exactly as an agent workflow would."""
+        liveness = (
+            DEFAULT_SCHEDULE_TO_START
+            if call.schedule_to_start_ms is None
+            else timedelta(milliseconds=call.schedule_to_start_ms)
+        )
         tools = FsSearchTools(
             call.workspace_id,
             cwd=call.cwd,
             spill=call.spill,
             timeout_ms=call.timeout_ms,
-            schedule_to_start_timeout=timedelta(milliseconds=call.schedule_to_start_ms),
+            host=call.host,
+            schedule_to_start_timeout=liveness,
         )
         return await tools.call(call.tool, call.arguments)

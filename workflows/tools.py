@@ -41,7 +41,9 @@ with workflow.unsafe.imports_passed_through():
         ReadSpillRequest,
         ReadSpillResult,
         ToolResult,
+        ToolsRequest,
         ToolsResult,
+        host_queue_for,
         task_queue_for,
     )
     from fs_search.workflows.liveness import QUEUE_LIVENESS_ACTIVITY, QueueLiveness
@@ -93,7 +95,10 @@ class FsSearchTools:
         timeout_ms: each call's budget, enforced inside the activity.
         spill: save over-cap results in full (False: return every entry inline, for
             callers that do not show the result to a model).
-        task_queue: overrides the workspace queue.
+        host: the host serving the workspace on its host queue (``fs-search-host/<host>``,
+            a worker run with ``--queues host|both``); every request then names the
+            workspace. None (default): the workspace's own queue.
+        task_queue: overrides the queue.
         queue_timeout: how long a call may wait for a busy worker before it runs (default
             5 min): the worker holds calls beyond the searches it runs and starts them in
             turn, heartbeating ``phase: "queued"``; past it the call is SEARCH_ABORTED.
@@ -116,6 +121,7 @@ class FsSearchTools:
         cwd: str | None = None,
         timeout_ms: int = DEFAULT_TIMEOUT_MS,
         spill: bool = True,
+        host: str | None = None,
         task_queue: str | None = None,
         start_to_close_timeout: timedelta | None = None,
         heartbeat_timeout: timedelta | None = timedelta(seconds=5),
@@ -130,7 +136,10 @@ class FsSearchTools:
         self.cwd = cwd
         self.timeout_ms = timeout_ms
         self.spill = spill
-        self.task_queue = task_queue or task_queue_for(workspace_id)
+        self.host = host
+        self.task_queue = task_queue or (
+            host_queue_for(host) if host is not None else task_queue_for(workspace_id)
+        )
         self.queue_timeout = max(queue_timeout, timedelta(0))
         self.start_to_close_timeout = start_to_close_timeout
         self.heartbeat_timeout = heartbeat_timeout
@@ -263,7 +272,8 @@ class FsSearchTools:
 
         An available catalogue is remembered: ``call`` then dispatches the tools it offers.
         """
-        fetched = await self._execute(TOOLS_ACTIVITY, None, ToolsResult, "fs_search tools")
+        which = ToolsRequest(workspace_id=self.workspace_id) if self.host is not None else None
+        fetched = await self._execute(TOOLS_ACTIVITY, which, ToolsResult, "fs_search tools")
         if isinstance(fetched, ToolResult):
             failed = fetched
             return ToolsResult(
@@ -297,6 +307,8 @@ class FsSearchTools:
     ) -> ToolResult:
         # Every argument check runs here, before anything is scheduled: a request over
         # Temporal's payload limit would fail this workflow's task, not the activity.
+        if self.host is not None:
+            fields["workspace_id"] = self.workspace_id  # a host queue serves many
         try:
             req = request_type.checked(fields)
         except ArgumentProblem as e:
@@ -356,26 +368,29 @@ class FsSearchTools:
 
     def _unserved(self, liveness: QueueLiveness, waited: timedelta) -> ToolResult:
         """The ``Error:`` result of a call no worker took."""
-        ws, queue = self.workspace_id, self.task_queue
+        who = f"workspace {self.workspace_id!r}"
+        if self.host is not None:
+            who += f" on host {self.host!r}"
+        queue = self.task_queue
         if liveness.polled:
             return ToolResult.failure(
                 ErrorCode.SEARCH_ABORTED,
-                f"the worker of workspace {ws!r} stayed busy for the whole queueing budget "
+                f"the worker of {who} stayed busy for the whole queueing budget "
                 f"({_seconds(self.queue_timeout)}) and the call did not run; try again later",
             )
         took = _seconds(self.schedule_to_start_timeout or waited)
         if liveness.polled is None:
             return ToolResult.failure(
                 ErrorCode.SEARCH_FAILED,
-                f"no fs-search worker took the call for workspace {ws!r} within {took} "
+                f"no fs-search worker took the call for {who} within {took} "
                 f"(task queue {queue!r}), and whether one polls that queue could not be "
                 f"checked ({liveness.detail}); is the worker for that workspace running?",
             )
         return ToolResult.failure(
             ErrorCode.SEARCH_FAILED,
-            f"no fs-search worker is serving workspace {ws!r}: nothing polls its task queue "
-            f"{queue!r} ({liveness.detail}); start the worker for that workspace, or check "
-            "the workspace id",
+            f"no fs-search worker is serving {who}: nothing polls its task queue "
+            f"{queue!r} ({liveness.detail}); start the worker for that "
+            f"{'host' if self.host is not None else 'workspace'}, or check the id",
         )
 
 

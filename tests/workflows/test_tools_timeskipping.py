@@ -197,3 +197,31 @@ async def test_catalogue_unavailable_without_worker(ts_env):
             task_queue=queue,
         )
     assert not cat.available and wsid in (cat.reason or "")
+
+
+async def test_a_host_routed_call_runs_real_activities_in_time_skipping(ts_env, tmp_path: Path):
+    """``search_worker(host=...)`` serves the workspace on the host queue: a workflow with
+    ``FsSearchTools(wsid, host=...)`` gets the real catalogue and grep result; a workspace
+    the host does not hold is SEARCH_FAILED naming it and the host."""
+    ws = write_tree(tmp_path / "ws", {"a.txt": "needle\n"})
+    wsid, queue = _ids()
+    host = f"h-{uuid.uuid4().hex[:8]}"
+    async with search_worker(ts_env.client, ws, workspace_id=wsid, host=host):
+        [found, other] = [
+            (await _calls(ts_env, queue, Options(workspace_id=w, host=host), [call]))[0]
+            for w, call in (
+                (wsid, ("grep", {"pattern": "needle"})),
+                ("elsewhere", ("grep", {"pattern": "needle"})),
+            )
+        ]
+        async with Worker(ts_env.client, task_queue=queue, workflows=WORKFLOWS):
+            catalogue = await ts_env.client.execute_workflow(
+                CatalogueWorkflow.run,
+                Options(workspace_id=wsid, host=host),
+                id=f"wf-{uuid.uuid4()}",
+                task_queue=queue,
+            )
+    assert not found.is_error and found.result.total == 1
+    assert other.error.code == ErrorCode.SEARCH_FAILED
+    assert "'elsewhere'" in other.text and repr(host) in other.text
+    assert catalogue.available and catalogue.workspace_id == wsid
