@@ -28,6 +28,17 @@ _INVALID_PATTERN_MARKERS = (
 )
 
 
+# Codes the model's own input causes: benign for the worker (Temporal logs them at DEBUG,
+# emits no failure metrics, and no span is marked as an error).
+BENIGN_CODES = frozenset(
+    {
+        ErrorCode.INVALID_ARGUMENT,
+        ErrorCode.SEARCH_INVALID_PATTERN,
+        ErrorCode.SEARCH_RAW_OUTPUT_OVERFLOW,
+    }
+)
+
+
 class SearchError(Exception):
     """A contract failure: a code from :class:`ErrorCode` and a message for the model."""
 
@@ -37,15 +48,21 @@ class SearchError(Exception):
         self.message = message
 
     def to_application_error(self) -> ApplicationError:
-        """The non-retryable ApplicationError this failure crosses Temporal as."""
+        """The non-retryable ApplicationError this failure crosses Temporal as: of category
+        BENIGN when the model's input caused it (:data:`BENIGN_CODES`)."""
         # Imported here: the pure modules (and the digest helper process) stay light.
-        from temporalio.exceptions import ApplicationError
+        from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
         return ApplicationError(
             self.message,
             {"name": error_name(self.code), "code": self.code.value},
             type=self.code.value,
             non_retryable=True,
+            category=(
+                ApplicationErrorCategory.BENIGN
+                if self.code in BENIGN_CODES
+                else ApplicationErrorCategory.UNSPECIFIED
+            ),
         )
 
 

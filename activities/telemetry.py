@@ -12,9 +12,12 @@ from typing import Any
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, Status, StatusCode
 
+from fs_search.activities.errors import BENIGN_CODES
+
 INSTRUMENTATION = "fs_search"
 OK = "ok"
 CANCELLED = "SEARCH_ABORTED"  # a cancelled call ends as SEARCH_ABORTED for the caller
+_BENIGN = frozenset(code.value for code in BENIGN_CODES)
 
 
 def pattern_digest(text: str) -> str:
@@ -110,11 +113,13 @@ def outcome_of(error: BaseException | None) -> str:
 
 
 def mark_failed(span: Span, error: BaseException) -> None:
-    """Set the span's outcome attribute and error status from a failure."""
+    """Set the span's outcome attribute from a failure, and its error status unless the
+    model's own input caused it (a benign code: the worker did nothing wrong)."""
     outcome = outcome_of(error)
     span.set_attribute("fs_search.outcome", outcome)
     span.set_attribute("fs_search.error_code", outcome)
-    span.set_status(Status(StatusCode.ERROR, outcome))
+    if outcome not in _BENIGN:
+        span.set_status(Status(StatusCode.ERROR, outcome))
 
 
 def _clean(attributes: dict[str, Any]) -> dict[str, Any]:

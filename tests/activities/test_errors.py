@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from fs_search.activities.errors import PatternSuspect, SearchError, contract, rg_outcome
 from fs_search.activities.models import ErrorCode
@@ -131,3 +131,19 @@ async def test_an_unexpected_failure_is_reported_without_its_text(caplog):
     assert "/home" not in info.value.message and "10.0.0.5" not in info.value.message
     assert info.value.__cause__ is None
     assert "10.0.0.5" in caplog.text
+
+
+@pytest.mark.parametrize("code", list(ErrorCode), ids=lambda c: c.value)
+def test_errors_the_models_input_causes_are_benign(code):
+    """INVALID_ARGUMENT, SEARCH_INVALID_PATTERN and SEARCH_RAW_OUTPUT_OVERFLOW are BENIGN
+    (Temporal logs them at DEBUG, counts no failure, marks no span); the worker's own failures
+    and aborted searches keep the default category."""
+    err = SearchError(code, "x").to_application_error()
+    benign = code in {
+        ErrorCode.INVALID_ARGUMENT,
+        ErrorCode.SEARCH_INVALID_PATTERN,
+        ErrorCode.SEARCH_RAW_OUTPUT_OVERFLOW,
+    }
+    expected = ApplicationErrorCategory.BENIGN if benign else ApplicationErrorCategory.UNSPECIFIED
+    assert err.category == expected
+    assert err.non_retryable and err.type == code.value

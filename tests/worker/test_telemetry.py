@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import uuid
 from pathlib import Path
 
@@ -44,7 +45,18 @@ def ws(tmp_path: Path) -> Path:
     return root
 
 
-async def _traced_run(dev_env, ws: Path, tmp_path: Path, *, trace_patterns: bool):
+FOUR_CALLS = [
+    ("grep", {"pattern": SECRET}),
+    ("grep", {"pattern": "absent_zzz"}),
+    ("grep", {"pattern": "("}),
+    ("glob", {"pattern": "*.py"}),
+]
+
+
+async def _traced_run(
+    dev_env, ws: Path, tmp_path: Path, *, trace_patterns: bool, calls=None, **settings
+):
+    """The four calls then an aborted one (or only ``calls``), traced and metered."""
     spans = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(spans))
@@ -66,7 +78,11 @@ async def _traced_run(dev_env, ws: Path, tmp_path: Path, *, trace_patterns: bool
     wsid, queue = f"ws-{uuid.uuid4()}", f"wf-{uuid.uuid4()}"
     config = FsSearchConfig.load(
         getenv=lambda _: None,
-        overrides={"sample_over_cap_glob_results": True, "trace_patterns": trace_patterns},
+        overrides={
+            "sample_over_cap_glob_results": True,
+            "trace_patterns": trace_patterns,
+            **settings,
+        },
     )
     telemetry = SearchTelemetry(
         tracer_provider=provider,
@@ -84,26 +100,22 @@ async def _traced_run(dev_env, ws: Path, tmp_path: Path, *, trace_patterns: bool
         ):
             results = await client.execute_workflow(
                 CallsWorkflow.run,
-                Calls(
-                    options=Options(workspace_id=wsid),
-                    calls=[
-                        ("grep", {"pattern": SECRET}),
-                        ("grep", {"pattern": "absent_zzz"}),
-                        ("grep", {"pattern": "("}),
-                        ("glob", {"pattern": "*.py"}),
-                    ],
-                ),
+                Calls(options=Options(workspace_id=wsid), calls=calls or FOUR_CALLS),
                 id=f"wf-{uuid.uuid4()}",
                 task_queue=queue,
             )
-            aborted = await client.execute_workflow(
-                CallsWorkflow.run,
-                Calls(
-                    options=Options(workspace_id=wsid, timeout_ms=300),
-                    calls=[("grep", {"pattern": "x", "path": "huge.bin"})],
-                ),
-                id=f"wf-{uuid.uuid4()}",
-                task_queue=queue,
+            aborted = (
+                []
+                if calls
+                else await client.execute_workflow(
+                    CallsWorkflow.run,
+                    Calls(
+                        options=Options(workspace_id=wsid, timeout_ms=300),
+                        calls=[("grep", {"pattern": "x", "path": "huge.bin"})],
+                    ),
+                    id=f"wf-{uuid.uuid4()}",
+                    task_queue=queue,
+                )
             )
         await asyncio.sleep(1.5)  # one more drain of Temporal's metric buffer
     return results + aborted, spans.get_finished_spans(), reader.get_metrics_data(), wsid
@@ -154,7 +166,8 @@ async def test_one_trace_from_workflow_to_rg_with_attributes(dev_env, ws, tmp_pa
         empty.attributes["fs_search.exit_code"] == 1
         and empty.attributes["fs_search.outcome"] == "ok"
     )
-    assert invalid.status.status_code == StatusCode.ERROR
+    # The model's own pattern: recorded, but no error (a benign code).
+    assert invalid.status.status_code == StatusCode.UNSET
     assert invalid.attributes["fs_search.outcome"] == "SEARCH_INVALID_PATTERN"
     assert aborted.attributes["fs_search.outcome"] == "SEARCH_ABORTED"
     assert aborted.status.status_code == StatusCode.ERROR
@@ -169,6 +182,45 @@ async def test_one_trace_from_workflow_to_rg_with_attributes(dev_env, ws, tmp_pa
     for span in spans:
         assert SECRET not in json.dumps(dict(span.attributes or {}), default=str)
     assert run_spans[0].attributes["fs_search.pattern.sha256"] == pattern_digest(SECRET)
+
+
+async def test_errors_the_models_input_causes_mark_no_span_log_no_warning_count_no_failure(
+    dev_env, ws, tmp_path, caplog
+):
+    """INVALID_ARGUMENT, SEARCH_INVALID_PATTERN and SEARCH_RAW_OUTPUT_OVERFLOW (BENIGN): the
+    activity span carries the code but no error status, Temporal logs them below WARNING and
+    counts no failed execution; a SEARCH_FAILED call is an error on all three."""
+    calls = [
+        ("grep", {"pattern": "x", "path": "../.."}),
+        ("grep", {"pattern": "("}),
+        ("grep", {"pattern": "o", "path": "b.py"}),
+        ("grep", {"pattern": "x", "path": "missing.txt"}),
+    ]
+    caplog.set_level(logging.DEBUG, logger="temporalio.activity")
+    results, spans, data, _ = await _traced_run(
+        dev_env, ws, tmp_path, trace_patterns=False, calls=calls, raw_output_max_bytes=64
+    )
+    codes = ["INVALID_ARGUMENT", "SEARCH_INVALID_PATTERN", "SEARCH_RAW_OUTPUT_OVERFLOW"]
+    assert [r.error.code for r in results] == [*codes, "SEARCH_FAILED"], [r.text for r in results]
+    runs = {
+        s.attributes["fs_search.error_code"]: s
+        for s in spans
+        if s.name == "RunActivity:fs_search.grep"
+    }
+    assert set(runs) == {*codes, "SEARCH_FAILED"}
+    for code in codes:
+        assert runs[code].status.status_code == StatusCode.UNSET, code
+    assert runs["SEARCH_FAILED"].status.status_code == StatusCode.ERROR
+    failed = [
+        r for r in caplog.records if r.getMessage().startswith("Completing activity as failed")
+    ]
+    by_level = sorted((r.levelname, r.exc_info[1].type) for r in failed if r.exc_info)
+    assert by_level == [("DEBUG", code) for code in sorted(codes)] + [("WARNING", "SEARCH_FAILED")]
+    metrics = {
+        m.name: m for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+    }
+    executions_failed = metrics["temporal_activity_execution_failed"].data.data_points
+    assert sum(p.value for p in executions_failed) == 1
 
 
 async def test_pattern_text_only_when_enabled(dev_env, ws, tmp_path):
