@@ -39,6 +39,7 @@ from temporalio.worker import (
     WorkerTuner,
 )
 
+from fs_search.activities.arguments import ID_SYNTAX
 from fs_search.activities.models import host_queue_for, task_queue_for
 from fs_search.activities.pipeline import NICE_STEP
 from fs_search.activities.search import SearchActivities
@@ -62,7 +63,7 @@ from fs_search.worker.slots import FairSlots
 
 log = logging.getLogger(__name__)
 
-WORKSPACE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+WORKSPACE_ID = re.compile(ID_SYNTAX)
 DEFAULT_SCAN_INTERVAL_S = 2.0
 DEFAULT_PER_WORKSPACE = 4
 # A workspace queue may hold up to 1/ACCEPTED_SHARE of the calls the process takes.

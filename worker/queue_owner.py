@@ -52,6 +52,7 @@ from dataclasses import dataclass
 
 from temporalio.client import Client
 
+from fs_search.activities.arguments import ID_SYNTAX
 from fs_search.activities.config import ConfigError, FsSearchConfig
 from fs_search.activities.task_queues import (  # noqa: F401 - re-exported for the checks
     DESCRIBE_TIMEOUT,
@@ -65,7 +66,7 @@ log = logging.getLogger(__name__)
 HOST_ID_ENV = "FS_SEARCH_HOST_ID"
 ALLOW_SHARED_ENV = FsSearchConfig.env_name("allow_shared_queue")
 # The same syntax as a workspace id (SPEC section 7).
-HOST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+HOST_ID = re.compile(ID_SYNTAX)
 IDENTITY_PREFIX = "fs-search-worker"
 # A poller seen this long ago may still be live: polls last up to 60 s, plus a margin.
 LIVE_S = 90.0
