@@ -12,17 +12,22 @@ from opentelemetry.trace import Status, StatusCode
 from temporalio import activity
 
 from fs_search.activities import render
-from fs_search.activities.errors import SearchError
-from fs_search.activities.models import ErrorCode, SpillRef
+from fs_search.activities.deadline import SAVE_MARGIN_S, window_s
+from fs_search.activities.models import SpillRef
 from fs_search.activities.progress import Progress
 from fs_search.activities.storage import SpillFailed, SpillKey, Storage
+from fs_search.activities.storage.attempt import payload_failure, reason_of, time_left
 from fs_search.activities.storage.keys import UNNAMED_WORKSPACE
 from fs_search.activities.telemetry import SearchTelemetry
 
 log = logging.getLogger(__name__)
 
-# A spill that takes longer than this is given up on: the inline page is returned.
+# A spill (or a payload-store check) that takes longer than this is given up on, and one
+# that would end within SAVE_MARGIN_S of the attempt's deadline sooner: the inline page is
+# returned (the check fails the call once).
 SPILL_TIMEOUT_S = 15.0
+# spill_error when the attempt had no time left to try the store at all.
+NO_TIME_TO_SAVE = "no time was left in the call to save it"
 
 
 # SearchTelemetry's workspace_id when the activities were given none.
@@ -48,15 +53,23 @@ class Saver:
     async def spill(
         self, tool: str, progress: Progress, text: str
     ) -> tuple[SpillRef | None, str | None, render.SpillNote]:
-        """Save the complete result; a failing store is reported, never raised."""
+        """Save the complete result; a failing store is reported, never raised.
+
+        Bounded by the running attempt's deadline (less :data:`SAVE_MARGIN_S`, for the
+        page and the result), and by :data:`SPILL_TIMEOUT_S`: a slow store costs the spill,
+        never the search."""
         progress.phase = "spill"
         with self.telemetry.span(
             "fs_search.spill", **{"fs_search.spill.backend": self.store.backend}
         ) as span:
             ref, error = None, None
+            limit = window_s(time_left(), cap_s=SPILL_TIMEOUT_S, margin_s=SAVE_MARGIN_S)
+            span.set_attribute("fs_search.spill.window_s", max(0.0, limit))
             try:
                 span.set_attribute("fs_search.spill.bytes", utf8_length(text))
-                async with asyncio.timeout(SPILL_TIMEOUT_S):
+                if limit <= 0:
+                    raise SpillFailed(NO_TIME_TO_SAVE)
+                async with asyncio.timeout(limit):
                     ref = await self.store.save(spill_key(tool, self.workspace), text)
             except asyncio.CancelledError:
                 raise
@@ -80,30 +93,34 @@ class Saver:
         return ref, error, note
 
     async def ready_for(self, estimate: int) -> None:
-        """Fail once, clearly, when a large result would need a store that is down.
+        """Fail once, clearly, when a large result would need a store that is down or full.
 
         A result over the payload threshold crosses Temporal through external storage; if
-        that store is unreachable the SDK's upload would fail after the activity returned,
-        and the call would be retried for nothing.
+        that store is unreachable or has no room for it, the SDK's upload would fail after
+        the activity returned. The check is bounded like a spill; with no time left for it,
+        the upload itself is bounded by the attempt and fails as clearly
+        (``storage.attempt.storing_payload``).
         """
         if estimate < self.storage.payload_threshold:
             return
         payloads = self.storage.payloads
+        limit = window_s(time_left(), cap_s=SPILL_TIMEOUT_S, margin_s=SAVE_MARGIN_S)
+        if limit <= 0:
+            return
         try:
-            async with asyncio.timeout(SPILL_TIMEOUT_S):
-                await payloads.check()
+            async with asyncio.timeout(limit):
+                await payloads.check(estimate)
+        except asyncio.CancelledError:
+            raise
         except Exception as e:  # noqa: BLE001
             log.warning(
-                "payload store %s is unavailable: %s: %s",
+                "payload store %s cannot take a result of about %d bytes: %s: %s",
                 payloads.describe(),
+                estimate,
                 type(e).__name__,
                 e,
             )
-            raise SearchError(
-                ErrorCode.SEARCH_FAILED,
-                f"the result (about {estimate} bytes) is too large to return inline and the "
-                "payload store is unavailable; retry later, or search with spill enabled",
-            ) from e
+            raise payload_failure(estimate, reason_of(e)) from e
 
 
 def _in_our_words(error: Exception) -> str:
@@ -111,7 +128,7 @@ def _in_our_words(error: Exception) -> str:
     if isinstance(error, SpillFailed):
         return str(error)
     if isinstance(error, TimeoutError):
-        return f"the spill store did not answer within {SPILL_TIMEOUT_S:.0f} s"
+        return "the spill store did not answer in time"
     return "the spill store failed"
 
 

@@ -1,11 +1,16 @@
-"""Test helpers: deterministic trees and sparse files (processes: tests/procs.py)."""
+"""Test helpers: deterministic trees, sparse files and small file systems (processes:
+tests/procs.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping
+import subprocess
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 
 @dataclass(frozen=True)
@@ -102,3 +107,21 @@ def big_tree(
             os.close(os.open(directory / f"file_{i:05}.f", os.O_CREAT | os.O_WRONLY, 0o644))
     (root / "big.txt").write_text("".join(f"match {n}\n" for n in range(matches)))
     return root
+
+
+@contextlib.contextmanager
+def small_filesystem(path: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` (``mount -o size=``, e.g. ``"2m"``) at ``path``, unmounted after
+    the block; skips the test where it cannot be mounted (root is needed)."""
+    path.mkdir(parents=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (root needed): {mounted.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", str(path)], check=True)

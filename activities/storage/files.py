@@ -31,6 +31,7 @@ from temporalio.converter import (
 from fs_search.activities.errors import SearchError
 from fs_search.activities.models import ErrorCode, ReadSpillResult, SpillRef
 from fs_search.activities.paging import Pager, line_count
+from fs_search.activities.storage.attempt import storing_payload
 from fs_search.activities.storage.keys import (
     SpillFailed,
     SpillKey,
@@ -197,9 +198,10 @@ class LocalDirectoryDriver(StorageDriver):
         """A one-line description for logs."""
         return f"file://{self.directory}"
 
-    async def check(self) -> None:
-        """Raise when payloads cannot be written here now."""
-        await asyncio.to_thread(_check_writable, self.directory, "payload")
+    async def check(self, payload_bytes: int = 0) -> None:
+        """Raise when payloads cannot be written here now, or (``payload_bytes`` > 0) when
+        the filesystem has no room for a payload of about that size (ENOSPC)."""
+        await asyncio.to_thread(_check_room, self.directory, payload_bytes)
 
     async def close(self) -> None:
         """Nothing to release."""
@@ -215,23 +217,24 @@ class LocalDirectoryDriver(StorageDriver):
     async def store(
         self, context: StorageDriverStoreContext, payloads: Sequence[Payload]
     ) -> list[StorageDriverClaim]:
-        """See StorageDriver."""
-        return await asyncio.to_thread(self._store_sync, payloads)
+        """See StorageDriver. In an activity: bounded by the attempt, failing as the
+        contract's SEARCH_FAILED (``attempt.storing_payload``); never leaves a temp file."""
+        return await storing_payload(
+            lambda: asyncio.to_thread(self._store_sync, payloads),
+            size=sum(p.ByteSize() for p in payloads),
+            where=self.describe(),
+        )
 
     def _store_sync(self, payloads: Sequence[Payload]) -> list[StorageDriverClaim]:
-        self.directory.mkdir(parents=True, exist_ok=True)
         claims = []
         for payload in payloads:
             data = payload.SerializeToString()
             digest = hashlib.sha256(data).hexdigest()
             target = self.directory / f"{digest}.payload"
-            if not target.exists():
-                fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                os.replace(tmp, target)
-            else:
-                os.utime(target)  # keep it from being pruned while in use
+            try:
+                os.utime(target)  # already here: keep it from being pruned while in use
+            except FileNotFoundError:
+                _write_bytes_atomically(target, data)
             claims.append(StorageDriverClaim(claim_data={"sha256": digest}))
         return claims
 
@@ -263,7 +266,52 @@ class LocalDirectoryDriver(StorageDriver):
         return out
 
 
+def _write_bytes_atomically(target: Path, data: bytes) -> None:
+    """``data`` as ``target`` (a temp file renamed over it); the temp file never outlives a
+    failure (a full disk, an error, a cancellation)."""
+    for attempt in (1, 2):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+            break
+        except FileNotFoundError:
+            # A concurrent prune removed the (then empty) directory: make it again.
+            if attempt == 2:
+                raise
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
 def _check_writable(directory: Path, what: str) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     if not os.access(directory, os.W_OK):
         raise OSError(f"{what} directory {directory} is not writable")
+
+
+def room_needed(payload_bytes: int) -> int:
+    """Free bytes a payload of about ``payload_bytes`` needs: a quarter more (the estimate
+    is of the result's text, not of its encoding) and 64 KiB for the file system's own."""
+    return payload_bytes + payload_bytes // 4 + 64 * 1024
+
+
+def _check_room(directory: Path, payload_bytes: int) -> None:
+    _check_writable(directory, "payload")
+    if payload_bytes <= 0:
+        return
+    st = os.statvfs(directory)
+    free = st.f_bavail * st.f_frsize
+    needed = room_needed(payload_bytes)
+    if free < needed or (st.f_files and not st.f_favail):
+        raise OSError(
+            errno.ENOSPC,
+            f"payload directory {directory} has {free} bytes ({st.f_favail} inodes) free; "
+            f"a payload of about {payload_bytes} bytes needs {needed}",
+        )

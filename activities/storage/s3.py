@@ -7,13 +7,17 @@ Temporal payloads under ``v0/...`` where Temporal's ``S3StorageDriver`` puts the
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from botocore.exceptions import ClientError
+from temporalio.api.common.v1 import Payload
 from temporalio.contrib.aws.s3driver import S3StorageDriver
+from temporalio.converter import StorageDriverClaim, StorageDriverStoreContext
 
 from fs_search.activities.errors import SearchError
 from fs_search.activities.models import ErrorCode, ReadSpillResult, SpillRef
 from fs_search.activities.paging import Pager, line_count
+from fs_search.activities.storage.attempt import storing_payload
 from fs_search.activities.storage.files import READ_BLOCK_BYTES
 from fs_search.activities.storage.keys import (
     SpillFailed,
@@ -153,9 +157,20 @@ class S3PayloadDriver(S3StorageDriver):
         where = f" at {self.client.endpoint_url}" if self.client.endpoint_url else ""
         return f"s3://{self.bucket}/v0{where}"
 
-    async def check(self) -> None:
-        """Raise when the payload bucket cannot be reached now."""
+    async def check(self, payload_bytes: int = 0) -> None:
+        """Raise when the payload bucket cannot be reached now (S3 has room for any size)."""
         await self.client.head_bucket(self.bucket)
+
+    async def store(
+        self, context: StorageDriverStoreContext, payloads: Sequence[Payload]
+    ) -> list[StorageDriverClaim]:
+        """See StorageDriver. In an activity: bounded by the attempt, failing as the
+        contract's SEARCH_FAILED in plain words (``attempt.storing_payload``)."""
+        return await storing_payload(
+            lambda: super(S3PayloadDriver, self).store(context, payloads),
+            size=sum(p.ByteSize() for p in payloads),
+            where=self.describe(),
+        )
 
     async def close(self) -> None:
         """Release the S3 client."""

@@ -114,8 +114,9 @@ class PayloadDriver(Protocol):
         """A one-line description for logs."""
         ...
 
-    async def check(self) -> None:
-        """Raise when payloads cannot be stored right now."""
+    async def check(self, payload_bytes: int = 0) -> None:
+        """Raise when payloads cannot be stored right now, or (``payload_bytes`` > 0) when
+        there is no room for a payload of about that size (an ``OSError`` ENOSPC)."""
         ...
 
     async def close(self) -> None:

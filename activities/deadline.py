@@ -1,0 +1,52 @@
+"""pure: how long an activity attempt has left, and how much of it a save may take.
+
+Temporal ends an attempt at the earlier of its start-to-close deadline (counted from when
+this attempt started) and its schedule-to-close deadline (counted from the first schedule).
+Work after the search — saving the complete result, storing a large payload — must end
+before that, with time to spare for returning the result; otherwise a search that rg
+finished dies as a timeout and is retried for nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+# What a spill or a payload-store check leaves of the attempt, for rendering the page and
+# returning the result (the result's encoding and the completion's round trip).
+SAVE_MARGIN_S = 2.0
+# What storing the result's payload (after the activity returned) leaves of the attempt,
+# for the completion's round trip.
+RETURN_MARGIN_S = 0.5
+
+
+def remaining_s(
+    now: datetime,
+    *,
+    started: datetime,
+    start_to_close: timedelta | None,
+    scheduled: datetime,
+    schedule_to_close: timedelta | None,
+) -> float | None:
+    """Seconds from ``now`` to the attempt's deadline; None when nothing bounds it.
+
+    Each bound counts from the server's timestamp on the worker's clock. A reading that
+    lies before the bound's start counts from ``now`` (a worker clock slightly behind the
+    server's). A reading already past the bound's end says nothing: either the attempt is
+    lost anyway, or the clocks disagree (``ActivityEnvironment``'s attempt started in 1970);
+    that bound is ignored rather than cancelling every save.
+    """
+    left = [
+        timeout.total_seconds() - max(0.0, (now - since).total_seconds())
+        for since, timeout in ((started, start_to_close), (scheduled, schedule_to_close))
+        if timeout is not None
+    ]
+    plausible = [s for s in left if s > 0]
+    return min(plausible) if plausible else None
+
+
+def window_s(remaining: float | None, *, cap_s: float, margin_s: float) -> float:
+    """How long a save may take: at most ``cap_s``, and ending ``margin_s`` before the
+    deadline (0 or less: no time for it). ``remaining`` None: just the cap."""
+    if remaining is None:
+        return cap_s
+    return min(cap_s, remaining - margin_s)
