@@ -209,10 +209,11 @@ class Executor:
                     ErrorCode.SEARCH_FAILED,
                     f"the search directory cannot be entered: {e.strerror}",
                 ) from e
-            if not isinstance(e, (FileNotFoundError, PermissionError)):
-                raise
+            # The program's path is the worker's installation: the log has it, the model not.
+            log.error("could not start %s: %s", full[0], e)
             raise SearchError(
-                ErrorCode.SEARCH_FAILED, f"ripgrep could not be started: {e.strerror} ({argv[0]})"
+                ErrorCode.SEARCH_FAILED,
+                f"ripgrep could not be started on this worker ({e.strerror or 'unknown error'})",
             ) from e
         self._live.add(proc)
         if nice:
