@@ -45,6 +45,10 @@ ALIASES = {
     "globmem": "globmem",
     "glob-memory": "globmem",
     "cancel": "cancel",
+    "queueing": "queueing",
+    "queued": "queueing",
+    "unknown": "unknown",
+    "unknown-workspace": "unknown",
 }
 
 
@@ -148,11 +152,12 @@ def _brief(row: RowResult) -> str:
     if row.error:
         return f"ERROR {row.error}"
     data = row.as_json()
-    return (
+    brief = (
         f"project {data['project_median']} {row.units}, reference {data['reference_median']}, "
         f"{row.target.metric} {data['metric']} (target {row.target.describe()}: "
         f"{'met' if row.met else 'not met'})"
     )
+    return f"{brief}; {row.summary}" if row.summary else brief
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -27,7 +27,7 @@ from typing import Any
 
 from flows import NOOP_ACTIVITY, WORKFLOWS, Spec
 from temporalio import activity
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
 from fs_search.activities.config import FsSearchConfig
@@ -82,7 +82,11 @@ class Env:
 
     async def execute(self, workflow: Any, spec: Spec) -> Any:
         """Run ``workflow`` with ``spec`` to completion; its result."""
-        return await self.client.execute_workflow(
+        return await (await self.start(workflow, spec)).result()
+
+    async def start(self, workflow: Any, spec: Spec) -> WorkflowHandle[Any, Any]:
+        """Start ``workflow`` with ``spec``; its handle."""
+        return await self.client.start_workflow(
             workflow.run,
             spec,
             id=f"bench-{uuid.uuid4().hex[:12]}",
@@ -162,12 +166,19 @@ class ChildWorker:
 
 
 @contextlib.asynccontextmanager
-async def child_worker(env: Env, *, ready_timeout: float = 60.0) -> AsyncIterator[ChildWorker]:
-    """Run the project's ``fs-search worker`` command on the env's server and workspace.
+async def child_worker(
+    env: Env,
+    *,
+    workspace: Path | None = None,
+    settings: Mapping[str, str] | None = None,
+    ready_timeout: float = 60.0,
+) -> AsyncIterator[ChildWorker]:
+    """Run the project's ``fs-search worker`` command on the env's server and workspace
+    (or ``workspace``).
 
     Same settings as the in-process worker (spill store via ``FS_SEARCH_SPILL_URL``,
-    sampled globs, defaults otherwise); nothing else from this environment configures it.
-    Stopped by pid (SIGTERM, then SIGKILL).
+    sampled globs, defaults otherwise) plus ``settings`` (``FS_SEARCH_*`` variables);
+    nothing else from this environment configures it. Stopped by pid (SIGTERM, then SIGKILL).
     """
     workspace_id = f"bench-child-{uuid.uuid4().hex[:8]}"
     log_path = env.tmp / f"worker-{workspace_id}.log"
@@ -177,7 +188,7 @@ async def child_worker(env: Env, *, ready_timeout: float = 60.0) -> AsyncIterato
         "from fs_search.worker.cli import run; run()",
         "worker",
         "--workspace",
-        str(env.workspace),
+        str(workspace or env.workspace),
         "--workspace-id",
         workspace_id,
         "--address",
@@ -192,6 +203,7 @@ async def child_worker(env: Env, *, ready_timeout: float = 60.0) -> AsyncIterato
         if not k.startswith(("FS_SEARCH_", "OTEL_", "TEMPORAL_"))
     }
     environ["FS_SEARCH_SPILL_URL"] = env.spill_url
+    environ.update(settings or {})
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             argv,

@@ -142,3 +142,91 @@ class RssSampler:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+
+
+def children(pid: int) -> list[int]:
+    """Direct children of ``pid`` (every thread's ``/proc/<pid>/task/<tid>/children``)."""
+    found: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                found.extend(int(x) for x in f.read().split())
+        except OSError:
+            continue
+    return found
+
+
+def _boot_wall() -> float:
+    """The wall-clock time of boot, as /proc's start times count from it."""
+    return time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def started_at(pid: int, boot_wall: float) -> float | None:
+    """When ``pid`` started, wall clock (``starttime`` of /proc/<pid>/stat, 1/CLK_TCK s)."""
+    fields = _stat_fields(pid)
+    if fields is None:
+        return None
+    return boot_wall + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+
+
+def cmdline(pid: int) -> list[str]:
+    """The argv of ``pid`` (empty once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return []
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+@dataclass
+class ChildRun:
+    """One child process seen by :class:`ChildWatcher` (times are wall clock)."""
+
+    argv: list[str]
+    started: float
+    last_seen: float
+
+
+class ChildWatcher:
+    """Watches a process's direct children from a thread every ``interval`` seconds: each
+    child's argv, its start (from /proc, to a clock tick) and when it was last seen alive."""
+
+    def __init__(self, pid: int, interval: float = 0.005) -> None:
+        self._pid = pid
+        self._interval = interval
+        self._boot = _boot_wall()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="child-watcher", daemon=True)
+        self.runs: dict[tuple[int, float], ChildRun] = {}
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            now = time.time()
+            for pid in children(self._pid):
+                self._see(pid, now)
+            self._stop.wait(self._interval)
+
+    def _see(self, pid: int, now: float) -> None:
+        started = started_at(pid, self._boot)
+        if started is None:
+            return
+        # Read every time: a child seen between fork and exec still shows our argv.
+        argv = cmdline(pid)
+        if not argv:
+            return
+        run = self.runs.setdefault((pid, started), ChildRun(argv, started, now))
+        run.argv = argv
+        run.last_seen = now
+
+    def __enter__(self) -> ChildWatcher:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()

@@ -95,9 +95,11 @@ def _metric(row: RowResult) -> str:
     value = row.metric
     if value is None:
         return "-"
-    if row.target.metric == "p95":
-        return f"p95 {value:.0f}"
-    return f"{value:.2f}"
+    if row.target.metric == "ratio":
+        return f"{value:.2f}"
+    if not row.target.unit:  # a count
+        return f"{row.target.metric} {value:g}"
+    return f"{row.target.metric} {_num(value, row.units)}"
 
 
 def table(rows: list[RowResult]) -> str:
@@ -142,16 +144,23 @@ def table(rows: list[RowResult]) -> str:
             for i, cell in enumerate(line)
         ]
         out.append("  ".join(cells).rstrip())
-    notes = [
-        f"  {row.name}: project = {row.project_label}; reference = {row.reference_label}"
-        for row in rows
-        if not row.error
-    ]
+    notes = [note for row in rows if not row.error for note in _notes(row)]
     errors = [f"  {row.name}: ERROR {row.error}" for row in rows if row.error]
     extra = [
         "ratio = project/reference median (concurrency: sequential/concurrent); "
-        "cancel compares the p95 of the project's latencies.",
+        "cancel compares the p95 of the project's latencies, queueing the calls reported "
+        "missing, unknown workspace the slowest report.",
         *notes,
         *errors,
     ]
     return "\n".join(out + [""] + extra)
+
+
+def _notes(row: RowResult) -> list[str]:
+    measures = f"project = {row.project_label}"
+    if row.reference_label:
+        measures += f"; reference = {row.reference_label}"
+    notes = [f"  {row.name}: {measures}"]
+    if row.summary:
+        notes.append(f"  {row.name}: {row.summary}")
+    return notes

@@ -12,19 +12,23 @@ import contextlib
 import gc
 import os
 import random
+import shutil
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import corpus as c
 import procs
+import queued
 import references
-from flows import Call, CallsWorkflow, CancelOneWorkflow, NoopWorkflow
+from flows import Call, CallsWorkflow, CancelOneWorkflow, NoopWorkflow, Spec
 from harness import Env, child_worker
-from stats import RowResult, Target, percentile
+from stats import RowResult, Target, median, percentile, spread
 
 from fs_search.activities.models import ErrorCode, GlobResult, GrepResult, ToolResult
+from fs_search.workflows.tools import DEFAULT_SCHEDULE_TO_START
 
 Sample = Callable[[], Awaitable[float]]
 MS = 1000.0
@@ -41,6 +45,8 @@ NAMES = {
     "memory": "memory",
     "globmem": "glob memory",
     "cancel": "cancel",
+    "queueing": "queueing",
+    "unknown": "unknown workspace",
 }
 PARTS = {
     "small": {"small"},
@@ -51,6 +57,8 @@ PARTS = {
     "memory": {"small", "mid", "heavy"},
     "globmem": {"glob", "globmem"},
     "cancel": {"cancel"},
+    "queueing": set(),  # fresh files of its own, next to the corpus (queued.slow_files)
+    "unknown": set(),
 }
 TARGETS = {
     "small": Target("ratio", "<=", 1.5),
@@ -61,6 +69,8 @@ TARGETS = {
     "memory": Target("ratio", "<=", 3.0),
     "globmem": Target("ratio", "<=", 3.0),
     "cancel": Target("p95", "<=", 1500, "ms"),
+    "queueing": Target("missing", "==", 0),
+    "unknown": Target("max", "<=", 10, "s"),
 }
 
 
@@ -94,6 +104,8 @@ FULL_COUNTS = {
     "memory": 3,
     "globmem": 3,
     "cancel": 20,
+    "queueing": 64,  # calls, all at once
+    "unknown": 3,
 }
 QUICK_COUNTS = {
     "small": 10,
@@ -104,6 +116,8 @@ QUICK_COUNTS = {
     "memory": 2,
     "globmem": 2,
     "cancel": 10,
+    "queueing": 32,
+    "unknown": 2,
 }
 
 
@@ -524,6 +538,145 @@ async def _members(pgid: int, timeout: float = 2.0) -> list[int]:
     return members
 
 
+QUEUE_CAP = 2  # FS_SEARCH_MAX_CONCURRENT_SEARCHES of the queueing row's worker
+QUEUE_PER_WORKFLOW = 8  # calls each agent-like workflow gathers
+MISSING = "no fs-search worker"
+
+
+async def queueing(ctx: Context) -> RowResult:
+    """``n`` slow greps started at once from workflows with default ``FsSearchTools``
+    options, on a worker process running 2 searches at once: the calls reported missing
+    (or failed at all), and how long each waited before its rg started."""
+    env = ctx.env
+    root = ctx.corpus.root / "queueing"
+    names = await asyncio.to_thread(queued.slow_files, root, ctx.n("queueing"))
+    settings = {"FS_SEARCH_MAX_CONCURRENT_SEARCHES": str(QUEUE_CAP)}
+    try:
+        async with child_worker(env, workspace=root, settings=settings) as child:
+            specs = _queue_specs(env, names, child.workspace_id)
+            await _warm_queue(env, child.workspace_id)
+            with procs.ChildWatcher(child.pid) as watcher:
+                started = time.perf_counter()
+                handles = await asyncio.gather(*(env.start(CallsWorkflow, s) for s in specs))
+                results = await asyncio.gather(*(h.result() for h in handles))
+                makespan = time.perf_counter() - started
+            timelines = [t for h in handles for t in await queued.timelines(env.client, h)]
+    finally:
+        await asyncio.to_thread(shutil.rmtree, root, True)
+    flat = [r for rs in results for r in rs]
+    waits = queued.waits(timelines, queued.rg_runs(watcher))
+    _check_queued(flat, waits)
+    return _queueing_row(flat, waits, makespan, workflows=len(specs))
+
+
+def _queue_specs(env: Env, names: list[str], workspace_id: str) -> list[Spec]:
+    calls = [
+        Call(tool="grep", arguments={"pattern": queued.SLOW_PATTERN, "path": name})
+        for name in names
+    ]
+    chunks = [calls[i : i + QUEUE_PER_WORKFLOW] for i in range(0, len(calls), QUEUE_PER_WORKFLOW)]
+    return [env.spec(*chunk, concurrent=True, workspace_id=workspace_id) for chunk in chunks]
+
+
+async def _warm_queue(env: Env, workspace_id: str) -> None:
+    """One small grep, so the fresh worker's lazily loaded code is in before the flood."""
+    call = Call(tool="grep", arguments={"pattern": queued.SLOW_PATTERN, "path": queued.WARM_FILE})
+    result = _one(await env.execute(CallsWorkflow, env.spec(call, workspace_id=workspace_id)))
+    _grep_ok(result, total=0, spilled=False)
+
+
+def _check_queued(results: list[ToolResult], waits: queued.Waits) -> None:
+    """Calls that succeeded found nothing (the files are holes), and each one's rg was seen."""
+    for result in results:
+        if not result.is_error:
+            _grep_ok(result, total=0, spilled=False)
+    ran = sum(not r.is_error for r in results)
+    if waits.unseen or len(waits.total) < ran:
+        raise WrongResult(f"{ran} calls succeeded, rg seen for {len(waits.total)}")
+
+
+def _queueing_row(
+    results: list[ToolResult], waits: queued.Waits, makespan: float, *, workflows: int
+) -> RowResult:
+    missing = [r.text for r in results if r.is_error and MISSING in r.text]
+    failed = [r.text for r in results if r.is_error]
+    total, rg = waits.total, waits.rg
+    summary = (
+        f"{len(results)} calls: {len(missing)} reported missing, {len(failed)} failed; "
+        f"wait p50 {median(total):.1f} s, p95 {percentile(total, 95):.1f} s "
+        f"(in Temporal's queue p95 {percentile(waits.in_temporal, 95):.2f} s); "
+        f"each rg ran p50 {median(rg):.2f} s; all answered in {makespan:.1f} s"
+    )
+    return _row(
+        "queueing",
+        units="s",
+        project=total,
+        value=float(len(missing)),
+        summary=summary,
+        project_label=(
+            f"each call's wait, first ActivityTaskScheduled (history) -> its rg process "
+            f"started in the worker (/proc): {len(results)} greps of a fresh 256 MiB sparse "
+            f"file each, from {workflows} workflows at once with default FsSearchTools "
+            f"options, one fs-search worker process with max_concurrent_searches={QUEUE_CAP}"
+        ),
+        details={
+            "calls": len(results),
+            "workflows": workflows,
+            "max_concurrent_searches": QUEUE_CAP,
+            "reported_missing": len(missing),
+            "failed": len(failed),
+            "failures": failed[:3],
+            "wait_s": spread(total),
+            "in_temporal_queue_s": spread(waits.in_temporal),
+            "in_worker_s": spread(waits.in_worker),
+            "rg_run_s": spread(rg),
+            "rescheduled_calls": waits.rescheduled,
+            "retried_calls": waits.retried,
+            "all_answered_s": round(makespan, 2),
+        },
+    )
+
+
+async def unknown_workspace(ctx: Context) -> RowResult:
+    """A grep on a workspace no worker serves, default options: seconds to its
+    SEARCH_FAILED 'no fs-search worker is serving workspace ...', end to end."""
+    env = ctx.env
+    took: list[float] = []
+    text = ""
+    for _ in range(ctx.n("unknown")):
+        wsid = f"bench-nobody-{uuid.uuid4().hex[:8]}"
+        call = Call(tool="grep", arguments={"pattern": c.SMALL_PATTERN})
+        seconds, results = await env.timed(CallsWorkflow, env.spec(call, workspace_id=wsid))
+        text = _one(results).text
+        _check_unserved(_one(results), wsid)
+        took.append(seconds)
+    wait = DEFAULT_SCHEDULE_TO_START.total_seconds()
+    return _row(
+        "unknown",
+        units="s",
+        project=took,
+        summary=f"reported in {', '.join(f'{s:.1f}' for s in took)} s: {_first_clause(text)}",
+        project_label=(
+            "workflow -> grep on a workspace nothing serves, default FsSearchTools options "
+            f"(schedule-to-start {wait:g} s, then one fs_search.queue_liveness check) -> "
+            "SEARCH_FAILED, end to end"
+        ),
+        details={"schedule_to_start_s": wait, "error_text": text},
+    )
+
+
+def _first_clause(text: str) -> str:
+    return text.removeprefix("Error: ").split("; ", 1)[0]
+
+
+def _check_unserved(result: ToolResult, workspace_id: str) -> None:
+    expected = f"no fs-search worker is serving workspace {workspace_id!r}"
+    if result.error is None or result.error.code != ErrorCode.SEARCH_FAILED:
+        raise WrongResult(f"expected SEARCH_FAILED, got: {result.text[:300]}")
+    if expected not in result.text:
+        raise WrongResult(f"expected {expected!r}, got: {result.text[:300]}")
+
+
 ROWS: dict[str, Callable[[Context], Awaitable[RowResult]]] = {
     "small": small_grep,
     "heavy": heavy_grep,
@@ -533,4 +686,6 @@ ROWS: dict[str, Callable[[Context], Awaitable[RowResult]]] = {
     "memory": memory,
     "globmem": glob_memory,
     "cancel": cancel,
+    "queueing": queueing,
+    "unknown": unknown_workspace,
 }

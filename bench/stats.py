@@ -46,7 +46,11 @@ def _maybe(x: float | None) -> float | None:
 
 @dataclass(frozen=True)
 class Target:
-    """What a row must reach: ``metric`` (``ratio`` or ``p95``) ``op`` (``<=``/``>=``) ``value``."""
+    """What a row must reach: ``metric`` ``op`` (``<=``, ``>=``, ``==``) ``value``.
+
+    ``ratio``, ``p95`` and ``max`` are computed from the samples; any other metric (e.g.
+    ``missing``, a count) is the row's own ``RowResult.value``.
+    """
 
     metric: str
     op: str
@@ -57,6 +61,8 @@ class Target:
         """Whether ``x`` reaches the target (None when there is no value)."""
         if x is None or not math.isfinite(x):
             return None
+        if self.op == "==":
+            return x == self.value
         return x <= self.value if self.op == "<=" else x >= self.value
 
     def describe(self) -> str:
@@ -85,6 +91,10 @@ class RowResult:
     details: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     seconds: float = 0.0
+    value: float | None = None
+    """The value compared with the target, for a metric the row computes itself."""
+    summary: str = ""
+    """A line printed under the table (what the row found, beyond medians)."""
 
     @property
     def project_median(self) -> float | None:
@@ -111,7 +121,9 @@ class RowResult:
             return self.ratio
         if self.target.metric == "p95":
             return percentile(self.project, 95) if self.project else None
-        raise ValueError(f"unknown target metric {self.target.metric!r}")
+        if self.target.metric == "max":
+            return max(self.project) if self.project else None
+        return self.value
 
     @property
     def met(self) -> bool | None:
@@ -144,6 +156,7 @@ class RowResult:
             "n": self.n,
             "project_measures": self.project_label,
             "reference_measures": self.reference_label,
+            "summary": self.summary,
             "details": self.details,
             "error": self.error,
             "seconds": round(self.seconds, 1),
