@@ -18,13 +18,16 @@ of the tree during the walk is not noticed.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import functools
 import os
+import shutil
 import stat
 import struct
-from collections.abc import Iterable, Sequence
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 _SYS_OPENAT2 = 437  # the same number on every architecture
@@ -277,6 +280,21 @@ class Tree:
             return os.readlink("", dir_fd=link_fd)
         except OSError as e:
             raise Unresolvable(e.strerror or type(e).__name__) from None
+
+
+@contextlib.contextmanager
+def empty_tree(prefix: str) -> Iterator[Tree]:
+    """A new, empty directory (in the temp directory, named ``prefix``...), held for the
+    block and removed after it, however the block ends."""
+    made = tempfile.mkdtemp(prefix=prefix)
+    try:
+        tree = Tree(made)
+        try:
+            yield tree
+        finally:
+            tree.close()
+    finally:
+        shutil.rmtree(made, ignore_errors=True)
 
 
 def _closed(fd: int) -> int:

@@ -7,9 +7,7 @@ checks → budget → target → rg (the spec's argv and rules) → outcome → 
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
-import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -18,7 +16,7 @@ from typing import Generic, Literal, Protocol, TypeVar
 from opentelemetry.trace import Span
 
 from fs_search.activities import parse
-from fs_search.activities.beneath import Tree
+from fs_search.activities.beneath import Tree, empty_tree
 from fs_search.activities.checks import budget_s, check_request
 from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.errors import (
@@ -134,15 +132,10 @@ class SearchSpec(ABC, Generic[Req, D, Res]):
         """The activity's result."""
 
 
-@functools.cache
-def _empty() -> tuple[tempfile.TemporaryDirectory[str], Tree]:
-    made = tempfile.TemporaryDirectory(prefix="fs-search-empty-")
-    return made, Tree(made.name)
-
-
-def empty_dir() -> Tree:
-    """Where a suspected pattern error is confirmed: rg sees no tree there (one per process)."""
-    return _empty()[1]
+def empty_dir() -> contextlib.AbstractContextManager[Tree]:
+    """Where a suspected pattern error is confirmed: a new empty directory, so rg sees no
+    tree there; removed as soon as the run is done, so no exit of the worker leaves it."""
+    return empty_tree("fs-search-empty-")
 
 
 class Pipeline:
@@ -312,14 +305,14 @@ class Pipeline:
             pass
         # rg's complaint may come from an ignore file in the tree: only a run that sees
         # nothing but the request (an empty directory) may be quoted to the model.
-        empty = empty_dir()
-        clean = await self.executor.run(
-            searched.clean_argv,
-            cwd=empty.fd,
-            timeout_s=min(budget_s, 5.0),
-            max_stdout=64 * 1024,
-            tree=empty,
-        )
+        with empty_dir() as empty:
+            clean = await self.executor.run(
+                searched.clean_argv,
+                cwd=empty.fd,
+                timeout_s=min(budget_s, 5.0),
+                max_stdout=64 * 1024,
+                tree=empty,
+            )
         if clean.returncode == 2 and is_invalid_pattern(clean.stderr):
             raise SearchError(ErrorCode.SEARCH_INVALID_PATTERN, pattern_error_message(clean.stderr))
         raise SearchError(

@@ -83,7 +83,7 @@ async def run_dev(
                 temporal_client, activities, workspace_id=workspace_id, on_ready=ready
             )
     finally:
-        s3.stop()
+        s3.close()
         temporal.stop()
         print("fs-search dev: stopped Temporal, S3 and the worker", file=sys.stderr, flush=True)
     return 0

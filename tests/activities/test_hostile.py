@@ -48,7 +48,6 @@ from fs_search.activities.models import (
     ReadSpillResult,
     ToolResult,
 )
-from fs_search.activities.pipeline import empty_dir
 from fs_search.activities.sandbox import LAUNCHER, sandbox_for
 from fs_search.activities.search import SearchActivities
 from fs_search.activities.storage import FileSpillStore, Storage
@@ -326,7 +325,6 @@ def host_paths(acts: SearchActivities) -> set[str]:
         sysconfig.get_paths()["purelib"],
         os.path.dirname(fs_search.activities.__file__),
         LAUNCHER,
-        empty_dir().path,
         "fs-search-empty-",
     }
     if acts.rg.path:
