@@ -1,4 +1,5 @@
-"""The layering contract in pyproject.toml holds: worker -> workflows -> activities, never back."""
+"""The layering contract in pyproject.toml has teeth: over a tree with one upward import it is
+broken. (Whether the project keeps it is a lint step of .ci/run: `.venv/bin/lint-imports`.)"""
 
 from __future__ import annotations
 
@@ -8,15 +9,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
-
-
-def test_dependencies_point_one_way():
-    """`lint-imports` (import-linter) keeps every contract in pyproject.toml."""
-    p = subprocess.run(
-        [str(LINT_IMPORTS), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
-    assert p.returncode == 0, p.stdout + p.stderr
-    assert "Contracts: 1 kept, 0 broken." in p.stdout
 
 
 def test_the_contract_can_fail(tmp_path):
