@@ -63,22 +63,29 @@ class SlowCall:
 
 
 @contextlib.asynccontextmanager
-async def _slow_call(dev_env, tmp_path: Path, *, heartbeat_ms: int) -> AsyncIterator[SlowCall]:
-    """A worker process running a grep over `slow_file` (seconds long), started and in rg."""
+async def _slow_call(
+    dev_env, tmp_path: Path, *, heartbeat_ms: int, timeout_ms: int = 20_000
+) -> AsyncIterator[SlowCall]:
+    """A worker process running a grep over `slow_file` (seconds long), started and in rg.
+
+    ``timeout_ms``: the call's budget (the workers' cap is raised to it)."""
     ws = tmp_path / "ws"
     slow_file(ws / "slow.bin")
     wsid, queue = f"slow-{uuid.uuid4()}", f"wf-{uuid.uuid4()}"
-    env = {"FS_SEARCH_SPILL_URL": f"file://{tmp_path}/spill"}
-    first = WorkerProcess(ws, _address(dev_env), wsid, env=env)
+    env = {
+        "FS_SEARCH_SPILL_URL": f"file://{tmp_path}/spill",
+        "FS_SEARCH_TIMEOUT_MS": str(timeout_ms),
+    }
+    first = WorkerProcess(ws, _address(dev_env), wsid, env=env, ready_timeout=90)
     try:
         async with Worker(dev_env.client, task_queue=queue, workflows=[CallsWorkflow]):
             handle = await _start_call(
                 dev_env,
                 queue,
-                Options(workspace_id=wsid, heartbeat_ms=heartbeat_ms, timeout_ms=20_000),
+                Options(workspace_id=wsid, heartbeat_ms=heartbeat_ms, timeout_ms=timeout_ms),
                 ("grep", {"pattern": "needle", "path": "slow.bin"}),
             )
-            rg = await asyncio.to_thread(_wait_for_rg, first)
+            rg = await asyncio.to_thread(_wait_for_rg, first, 60)
             yield SlowCall(ws, wsid, env, first, handle, rg)
     finally:
         if first.proc.poll() is None:  # a failed test must not leave its worker running
@@ -140,11 +147,15 @@ async def test_backstop_kills_orphaned_rg_at_its_budget(dev_env, tmp_path, reque
 
 async def test_graceful_shutdown_kills_rg_and_the_retry_succeeds(dev_env, tmp_path):
     """SIGTERM mid-search kills rg at once, reports a retryable worker shutdown, and the next
-    worker on the queue completes the call."""
-    async with _slow_call(dev_env, tmp_path, heartbeat_ms=5000) as call:
+    worker on the queue completes the call.
+
+    The call's budget (120 s) is far beyond rg's ~8 s of CPU on the file, so the retry
+    finishes on a busy machine too, and a worker that waited for the call instead of killing
+    rg would not stop within the bound below."""
+    async with _slow_call(dev_env, tmp_path, heartbeat_ms=5000, timeout_ms=120_000) as call:
         stopped = time.monotonic()
-        assert await asyncio.to_thread(call.worker.terminate, 15) == 0
-        assert time.monotonic() - stopped < 8
+        assert await asyncio.to_thread(call.worker.terminate, 30) == 0
+        assert time.monotonic() - stopped < 20
         assert not alive(call.rg)
 
         async def last_failure_type() -> str | None:
@@ -154,14 +165,15 @@ async def test_graceful_shutdown_kills_rg_and_the_retry_succeeds(dev_env, tmp_pa
                 return pending[0].last_failure.application_failure_info.type
             return None
 
-        for _ in range(100):
-            if await last_failure_type():
-                break
+        deadline = time.monotonic() + 60
+        while not await last_failure_type() and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
         assert await last_failure_type() == "WorkerShutdown"
-        second = WorkerProcess(call.ws, _address(dev_env), call.workspace_id, env=call.env)
+        second = WorkerProcess(
+            call.ws, _address(dev_env), call.workspace_id, env=call.env, ready_timeout=90
+        )
         try:
-            [result] = await asyncio.wait_for(call.handle.result(), 60)
+            [result] = await asyncio.wait_for(call.handle.result(), 180)
         finally:
             second.terminate()
     assert not result.is_error and result.result.total == MATCHES

@@ -364,25 +364,30 @@ async def test_sigterm_drains_every_workspace_and_leaves_no_rg(dev_env, tmp_path
         write_tree(root / wid, {"a.txt": "found me\n"})
     (root / "not valid!").mkdir()
     address = dev_env.client.service_client.config.target_host
-    worker = WorkerProcess(root, address, None, args=("--sample-over-cap-glob-results",))
+    # Budgets far beyond the ~8 s of CPU each rg needs, so a busy machine finishes them too.
+    budget = {"FS_SEARCH_TIMEOUT_MS": "120000"}
+    worker = WorkerProcess(root, address, None, env=budget, ready_timeout=90)
     queue = f"wf-{uuid.uuid4()}"
     try:
-        await _until(lambda: all(f"attached workspace {w}" in worker.log() for w in ids), 30)
+        await _until(lambda: all(f"attached workspace {w}" in worker.log() for w in ids), 90)
         assert "skipping 'not valid!'" in worker.log()
         async with Worker(dev_env.client, task_queue=queue, workflows=[MixedCallsWorkflow]):
             handles = [
                 await dev_env.client.start_workflow(
                     MixedCallsWorkflow.run,
-                    MixedCalls(calls=[(w, "grep", {"pattern": "needle", "path": "big.bin"})]),
+                    MixedCalls(
+                        calls=[(w, "grep", {"pattern": "needle", "path": "big.bin"})],
+                        timeout_ms=120_000,
+                    ),
                     id=f"wf-{uuid.uuid4()}",
                     task_queue=queue,
                 )
                 for w in ids
             ]
-            await _until(lambda: len(worker.rg_processes()) == 2, 20)
+            await _until(lambda: len(worker.rg_processes()) == 2, 60)
             worker.proc.send_signal(signal.SIGTERM)
             results = [(await h.result())[0] for h in handles]
-            code = await asyncio.to_thread(worker.proc.wait, 60)
+            code = await asyncio.to_thread(worker.proc.wait, 180)
     finally:
         if worker.proc.poll() is None:
             worker.kill()
