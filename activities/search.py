@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Literal
 
 from opentelemetry import trace
@@ -35,6 +34,7 @@ from fs_search.activities.progress import Progress, heartbeating
 from fs_search.activities.saving import Saver, spill_workspace
 from fs_search.activities.specs import GlobSpec, GrepSpec
 from fs_search.activities.storage import Storage
+from fs_search.activities.storage.attempt import time_left
 from fs_search.activities.telemetry import SearchTelemetry, mark_failed, outcome_of
 
 
@@ -175,7 +175,7 @@ class SearchActivities:
             await contract(self._ours(req))
             async with heartbeating(progress):
                 return await contract(
-                    self.pipeline.run(spec, req, progress, remaining_s=remaining_s())
+                    self.pipeline.run(spec, req, progress, remaining_s=time_left())
                 )
         except BaseException as e:
             error = e
@@ -220,15 +220,3 @@ class SearchActivities:
                 f"memory {sandbox.memory_mb} MiB"
             )
         return f"none (no kernel confinement); memory {sandbox.memory_mb} MiB"
-
-
-def remaining_s() -> float | None:
-    """Seconds left before this activity attempt's start-to-close deadline (None: outside
-    an activity, or no such timeout)."""
-    if not activity.in_activity():
-        return None
-    info = activity.info()
-    if info.start_to_close_timeout is None:
-        return None
-    elapsed = (datetime.now(UTC) - info.started_time).total_seconds()
-    return info.start_to_close_timeout.total_seconds() - max(0.0, elapsed)

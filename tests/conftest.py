@@ -79,11 +79,15 @@ async def ts_env(payload_dir) -> AsyncIterator[WorkflowEnvironment]:
 def make_activities(tmp_path: Path) -> Callable[..., Any]:
     """Build real SearchActivities for a workspace (spill store under tmp_path/spill)."""
 
-    async def build(workspace: Path, store: Any = None, **settings: Any) -> SearchActivities:
+    async def build(
+        workspace: Path, store: Any = None, workspace_id: str | None = None, **settings: Any
+    ) -> SearchActivities:
         settings.setdefault("sample_over_cap_glob_results", False)
         config = FsSearchConfig.load(getenv=lambda _: None, overrides=settings)
         store = store or FileSpillStore(tmp_path / "spill", ttl_hours=config.spill_ttl_hours)
-        return await build_activities(config, workspace, storage=Storage.beside(store))
+        return await build_activities(
+            config, workspace, workspace_id=workspace_id, storage=Storage.beside(store)
+        )
 
     return build
 

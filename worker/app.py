@@ -171,6 +171,12 @@ def new_worker(
     ``host``: poll the host queue ``fs-search-host/<host>`` instead, serving this one
     workspace to requests that name it."""
     registered = activities.all()
+    own = activities.telemetry.workspace_id
+    if host is not None and own is not None and own != workspace_id:
+        raise ValueError(
+            f"the activities serve workspace {own!r}, not {workspace_id!r}: build them with "
+            "that workspace_id to serve it on a host queue"
+        )
     if host is not None:
         task_queue = task_queue or host_queue_for(host)
         registered = HostRouter(

@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         ToolResult,
         ToolSpec,
         ToolsResult,
+        host_queue_for,
         task_queue_for,
     )
     from fs_search.workflows.tools import FsSearchTools
@@ -64,5 +65,6 @@ __all__ = [
     "ToolResult",
     "ToolSpec",
     "ToolsResult",
+    "host_queue_for",
     "task_queue_for",
 ]

@@ -17,6 +17,7 @@ class AgentRun(BaseModel):
     workspace_id: str
     prompt: str
     timeout_ms: int = 30_000
+    host: str | None = None
 
 
 class AgentOutcome(BaseModel):
@@ -38,6 +39,7 @@ class OpenAISearchAgent:
             job.workspace_id,
             timeout_ms=job.timeout_ms,
             schedule_to_start_timeout=timedelta(seconds=10),
+            host=job.host,
         )
         catalogue = await tools.catalogue()
         agent = Agent(

@@ -38,6 +38,7 @@ class AgentRun(BaseModel):
     workspace_id: str
     calls: list[tuple[str, dict[str, Any] | str]]
     timeout_ms: int = 30_000
+    host: str | None = None
 
 
 class AgentOutcome(BaseModel):
@@ -104,6 +105,7 @@ def _tools(job: AgentRun) -> FsSearchTools:
         job.workspace_id,
         timeout_ms=job.timeout_ms,
         schedule_to_start_timeout=timedelta(seconds=10),
+        host=job.host,
     )
 
 

@@ -24,7 +24,13 @@ from fs_search.activities.catalogue import GLOB_PROMPT_HEAD, GREP_PROMPT, tools_
 from fs_search.activities.storage.s3 import S3SpillStore
 from fs_search.worker.app import new_worker
 from fs_search.worker.testing import search_worker, time_skipping_env
-from fs_search.workflows import FsSearchPlugin, FsSearchTools, ToolsResult, task_queue_for
+from fs_search.workflows import (
+    FsSearchPlugin,
+    FsSearchTools,
+    ToolsResult,
+    host_queue_for,
+    task_queue_for,
+)
 from fs_search.workflows.openai_agents import function_tools, instructions
 from tests.helpers import sparse_file, write_tree
 from tests.procs import alive, group
@@ -114,6 +120,29 @@ async def test_grep_turn_reads_our_text_and_errors_keep_the_run_going(
     assert_grep_turn(out, SCHEDULED[wsid], task_queue_for(wsid))
     assert out.final_output == "done"
     assert out.instructions == f"{GLOB_PROMPT_HEAD}\n\n{GREP_PROMPT}"
+
+
+async def test_the_same_grep_turn_through_a_host_queue(
+    dev_env, payload_dir, make_activities, tmp_path: Path
+):
+    """``FsSearchTools(wsid, host=...)`` under the adapter: the same turn, every search on the
+    host queue ``fs-search-host/<host>``."""
+    ws = write_tree(tmp_path / "ws", {"a.py": "needle = 1\n", "b/c.py": "x\n"})
+    wsid, host = f"ws-{uuid.uuid4()}", f"h-{uuid.uuid4().hex[:8]}"
+    acts = await make_activities(ws, workspace_id=wsid)
+    model = _calls(
+        ("grep", {"pattern": "needle"}),
+        ("grep", {"pattern": "("}),
+        ("grep", {"pattern": "x", "cwd": "/etc"}),
+    )
+    async with new_worker(dev_env.client, acts, workspace_id=wsid, host=host):
+        out = await _run(
+            dev_env.client,
+            payload_dir,
+            model,
+            AgentRun(workspace_id=wsid, prompt="find the needle", host=host),
+        )
+    assert_grep_turn(out, SCHEDULED[wsid], host_queue_for(host))
 
 
 async def test_any_arguments_are_error_text_and_the_run_goes_on(
