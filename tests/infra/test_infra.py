@@ -199,6 +199,7 @@ class _FakeDriverClient:
     """Stands in for LazyAioboto3Client under Temporal's S3StorageDriver."""
 
     def __init__(self, endpoint_url: str | None = None) -> None:
+        self.endpoint_url = endpoint_url
         self.puts: list[tuple[str, str]] = []
 
     async def object_exists(self, *, bucket: str, key: str) -> bool:
