@@ -64,10 +64,14 @@ async def probe_rg(executor: Executor, path: str | None) -> RgStatus:
     except SearchError as e:
         return RgStatus(path=None, reason=f"ripgrep is not available on this worker: {e}")
     if run.returncode != 0:
-        detail = run.stderr[:200]
+        # Where rg is and what it said is for the operator: the reason reaches callers.
+        log.warning(
+            "ripgrep at %s failed its probe (exit %d): %s", path, run.returncode, run.stderr[:200]
+        )
         return RgStatus(
             path=None,
-            reason=f"ripgrep at {path} failed its probe (exit {run.returncode}): {detail}",
+            reason=f"ripgrep failed its start-up check on this worker (exit {run.returncode}); "
+            "the worker log has details",
         )
     version = run.stdout.decode("utf-8", "replace").splitlines()[0] if run.stdout else "?"
     return RgStatus(path=path, version=version)

@@ -579,6 +579,21 @@ async def test_rg_missing_and_vanished(ws, make_activities, rg_bin, tmp_path):
     assert (await error_of(acts.glob, GlobRequest(pattern="*"))).type == "SEARCH_FAILED"
 
 
+async def test_an_rg_failing_its_probe_is_not_named_to_the_caller(ws, make_activities, tmp_path):
+    """The catalogue's reason for an rg that fails its probe, and the search errors, name no
+    path of the worker's: the worker log does."""
+    rg = tmp_path / "bin" / "rg"
+    rg.parent.mkdir()
+    shutil.copy("/bin/false", rg)
+    acts = await make_activities(ws, rg_path=str(rg))
+    tools = await run(acts.tools)
+    assert not tools.available and tools.reason and "ripgrep" in tools.reason
+    err = await error_of(acts.grep, GrepRequest(pattern="x"))
+    assert err.type == "SEARCH_FAILED"
+    for text in (tools.reason, err.message):
+        assert str(tmp_path) not in text, text
+
+
 @pytest.mark.parametrize("sample", [True, False])
 async def test_catalogue(ws, make_activities, sample):
     """tools returns both tools with schema-only inputs and the seed's prompts verbatim."""
