@@ -284,10 +284,8 @@ class Executor:
                 "ripgrep could not be started in its sandbox on this worker",
             )
         if self._backstop and returncode in _BACKSTOP_CANNOT_RUN:
-            raise SearchError(
-                ErrorCode.SEARCH_FAILED,
-                f"ripgrep is not available on this worker (could not run {argv[0]})",
-            )
+            log.error("the timeout backstop could not run %s (exit %d)", argv[0], returncode)
+            raise SearchError(ErrorCode.SEARCH_FAILED, "ripgrep is not available on this worker")
         return RgRun(
             returncode=returncode,
             chunks=chunks,

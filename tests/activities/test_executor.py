@@ -187,15 +187,7 @@ async def test_rg_sees_none_of_the_workers_environment(tmp_path, rg_bin, monkeyp
 
 @pytest.mark.parametrize(
     "backstop",
-    [
-        pytest.param(
-            True,
-            marks=pytest.mark.xfail(
-                strict=True, reason="_collect names the program the backstop could not run"
-            ),
-        ),
-        False,
-    ],
+    [True, False],
 )
 async def test_a_missing_rg_is_search_failed(tmp_path, backstop):
     """An rg that cannot be executed is SEARCH_FAILED, with or without the backstop, in words
