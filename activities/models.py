@@ -139,6 +139,13 @@ class ToolSpec(_Model):
     input_schema: dict[str, Any]
 
 
+class ToolError(_Model):
+    """The structured error of a failed tool call."""
+
+    name: str
+    code: ErrorCode
+
+
 class ToolsResult(_Model):
     """The catalogue a worker offers: tool definitions and system prompt segments."""
 
@@ -152,13 +159,10 @@ class ToolsResult(_Model):
     sandbox: Literal["landlock", "none"] = "none"
     # The workspace whose queue answered (one worker process may serve many).
     workspace_id: str | None = None
-
-
-class ToolError(_Model):
-    """The structured error of a failed tool call."""
-
-    name: str
-    code: ErrorCode
+    # Set by the caller's side only (``FsSearchTools.catalogue()``) when no worker answered:
+    # the failure's code (SEARCH_FAILED when nothing serves the workspace), ``reason`` its
+    # message. None when a worker answered, whatever it offers.
+    error: ToolError | None = None
 
 
 AnyResult = Annotated[GlobResult | GrepResult | ReadSpillResult, Field(discriminator="tool")]

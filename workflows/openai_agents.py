@@ -32,12 +32,20 @@ import copy
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from agents import FunctionTool, RunContextWrapper
 from temporalio import workflow
+
+try:
+    from agents import FunctionTool, RunContextWrapper
+except ModuleNotFoundError as e:
+    raise ModuleNotFoundError(
+        f"fs_search.workflows.openai_agents needs the openai-agents extra ({e}): "
+        'pip install "fs-search[openai-agents]"',
+        name=e.name,
+    ) from e
 
 with workflow.unsafe.imports_passed_through():
     from fs_search.activities.models import ToolResult, ToolSpec, ToolsResult
-    from fs_search.workflows.tools import FsSearchTools, parse_arguments
+    from fs_search.workflows.tools import FsSearchTools, offered_specs, parse_arguments
 
 
 def function_tools(tools: FsSearchTools, catalogue: ToolsResult) -> list[FunctionTool]:
@@ -45,10 +53,15 @@ def function_tools(tools: FsSearchTools, catalogue: ToolsResult) -> list[Functio
 
     Names, descriptions and JSON schemas are the catalogue's, unchanged (so the worker's
     over-cap mode shows in glob's description); the schemas are not made "strict" (an
-    optional argument stays optional rather than becoming a required nullable one). An
-    unavailable catalogue has no tools, so the list is empty.
+    optional argument stays optional rather than becoming a required nullable one). A
+    worker without rg offers no tools: the list is empty and a workflow warning says why.
+
+    Raises:
+        ApplicationError: non-retryable SEARCH_FAILED naming the workspace when no worker
+            answered the catalogue (nothing serves the workspace): the workflow fails with
+            the cause instead of running an agent without its tools.
     """
-    return [_function_tool(tools, catalogue, spec) for spec in catalogue.tools]
+    return [_function_tool(tools, catalogue, spec) for spec in offered_specs(tools, catalogue)]
 
 
 def instructions(catalogue: ToolsResult) -> str:

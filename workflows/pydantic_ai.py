@@ -30,12 +30,26 @@ import copy
 import dataclasses
 from typing import Any, Literal
 
-from pydantic_ai import FunctionToolset, RunContext, Tool, ToolFailed, ToolsetTool
 from temporalio import workflow
+
+try:
+    from pydantic_ai import FunctionToolset, RunContext, Tool, ToolFailed, ToolsetTool
+    from pydantic_ai.toolsets import AbstractToolset, CombinedToolset
+except ModuleNotFoundError as e:
+    raise ModuleNotFoundError(
+        f"fs_search.workflows.pydantic_ai needs the pydantic-ai extra ({e}): "
+        'pip install "fs-search[pydantic-ai]"',
+        name=e.name,
+    ) from e
 
 with workflow.unsafe.imports_passed_through():
     from fs_search.activities.models import ToolResult, ToolSpec, ToolsResult
-    from fs_search.workflows.tools import FsSearchTools, object_arguments, parse_arguments
+    from fs_search.workflows.tools import (
+        FsSearchTools,
+        object_arguments,
+        offered_specs,
+        parse_arguments,
+    )
 
 # pydantic-ai's Temporal integration reads this key of a tool's metadata: False runs the
 # (async) tool in workflow code rather than in an activity of the agent's.
@@ -44,18 +58,28 @@ IN_WORKFLOW = {"temporal": False}
 
 def toolset(
     tools: FsSearchTools, catalogue: ToolsResult, *, id: str = "fs_search"
-) -> FunctionToolset[Any]:
+) -> AbstractToolset[Any]:
     """The catalogue's tools as a pydantic-ai toolset, its prompt segments as instructions.
 
-    Names, descriptions and JSON schemas are the catalogue's, unchanged (so the worker's
-    over-cap mode shows in glob's description). Arguments are checked by FsSearchTools (an
-    invalid one is ``Error:`` text, not a pydantic-ai retry), and so are arguments that are
-    not a JSON object at all (not JSON, an array, a number too long to read, nesting too
-    deep): never an exception in workflow code. An unavailable catalogue gives an empty
-    toolset.
+    A ``FunctionToolset`` (id ``id``). Names, descriptions and JSON schemas are the
+    catalogue's, unchanged (so the worker's over-cap mode shows in glob's description).
+    Arguments are checked by FsSearchTools (an invalid one is ``Error:`` text, not a
+    pydantic-ai retry), and so are arguments that are not a JSON object at all (not JSON,
+    an array, a number too long to read, nesting too deep): never an exception in workflow
+    code. A worker without rg offers no tools: the toolset is empty (a ``CombinedToolset``
+    of none, which pydantic-ai accepts per run where it refuses an empty
+    ``FunctionToolset``) and a workflow warning says why.
+
+    Raises:
+        ApplicationError: non-retryable SEARCH_FAILED naming the workspace when no worker
+            answered the catalogue (nothing serves the workspace): the workflow fails with
+            the cause instead of running an agent without its tools.
     """
+    specs = offered_specs(tools, catalogue)
+    if not specs:
+        return CombinedToolset([])
     return _Toolset(
-        [_tool(tools, catalogue, spec) for spec in catalogue.tools],
+        [_tool(tools, catalogue, spec) for spec in specs],
         id=id,
         instructions=instructions(catalogue) or None,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -41,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
         ReadSpillRequest,
         ReadSpillResult,
         ToolResult,
+        ToolSpec,
         ToolsRequest,
         ToolsResult,
         host_queue_for,
@@ -50,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
     from fs_search.workflows.summaries import summary_of
 
 _R = TypeVar("_R")
+log = logging.getLogger(__name__)
 
 # Failures that a retry cannot fix: the contract's codes, and a result too large for
 # Temporal (retrying would loop forever).
@@ -270,6 +273,12 @@ class FsSearchTools:
     async def catalogue(self) -> ToolsResult:
         """The worker's tool definitions and prompt segments (``available: false`` on failure).
 
+        When no worker answered (nothing serves the workspace: SEARCH_FAILED naming it, found
+        as for any call, after ``schedule_to_start_timeout`` and one liveness check), the
+        catalogue's ``error`` holds the failure's code and ``reason`` its message; the
+        framework adapters raise it. A worker that answers without rg gives
+        ``available: false`` with its reason and no ``error``.
+
         An available catalogue is remembered: ``call`` then dispatches the tools it offers.
         """
         which = ToolsRequest(workspace_id=self.workspace_id) if self.host is not None else None
@@ -281,6 +290,7 @@ class FsSearchTools:
                 reason=failed.text.removeprefix("Error: "),
                 sample_over_cap_glob_results=False,
                 timeout_ms=self.timeout_ms,
+                error=failed.error,
             )
         if fetched.available:
             self._catalogue = fetched
@@ -392,6 +402,41 @@ class FsSearchTools:
             f"{queue!r} ({liveness.detail}); start the worker for that "
             f"{'host' if self.host is not None else 'workspace'}, or check the id",
         )
+
+
+def offered_specs(tools: FsSearchTools, catalogue: ToolsResult) -> list[ToolSpec]:
+    """The tools a framework adapter offers the model: the catalogue's.
+
+    A catalogue no worker answered (``catalogue.error``) raises: an agent run without its
+    tools would only flounder (a model calling a tool its framework does not know), so
+    the workflow fails at once with the cause. A worker's own unavailable catalogue (no rg
+    on that worker) offers nothing, as the seed says, and a workflow warning says why.
+
+    Raises:
+        ApplicationError: non-retryable, ``type`` the failure's code (SEARCH_FAILED when no
+            worker serves the workspace), its message naming the workspace.
+    """
+    who = f"workspace {tools.workspace_id!r}"
+    if catalogue.error is not None:
+        code = catalogue.error.code
+        reason = catalogue.reason or "no fs-search worker answered"
+        message = reason if who in reason else f"fs-search's tools for {who}: {reason}"
+        raise ApplicationError(
+            message,
+            {"name": catalogue.error.name, "code": code.value},
+            type=code.value,
+            non_retryable=True,
+        )
+    if not catalogue.available:
+        # workflow.logger in workflow code (not repeated on replay); outside, this module's.
+        logger = workflow.logger if workflow.in_workflow() else log
+        logger.warning(
+            "fs-search offers no tools for %s: %s; the agent runs without glob and grep",
+            who,
+            catalogue.reason or "the worker's catalogue is unavailable",
+        )
+        return []
+    return list(catalogue.tools)
 
 
 def _not_picked_up(error: BaseException) -> bool:

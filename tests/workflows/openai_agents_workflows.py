@@ -18,6 +18,7 @@ class AgentRun(BaseModel):
     prompt: str
     timeout_ms: int = 30_000
     host: str | None = None
+    schedule_to_start_s: float = 10.0
 
 
 class AgentOutcome(BaseModel):
@@ -38,7 +39,7 @@ class OpenAISearchAgent:
         tools = FsSearchTools(
             job.workspace_id,
             timeout_ms=job.timeout_ms,
-            schedule_to_start_timeout=timedelta(seconds=10),
+            schedule_to_start_timeout=timedelta(seconds=job.schedule_to_start_s),
             host=job.host,
         )
         catalogue = await tools.catalogue()

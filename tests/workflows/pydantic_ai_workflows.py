@@ -39,6 +39,7 @@ class AgentRun(BaseModel):
     calls: list[tuple[str, dict[str, Any] | str]]
     timeout_ms: int = 30_000
     host: str | None = None
+    schedule_to_start_s: float = 10.0
 
 
 class AgentOutcome(BaseModel):
@@ -104,7 +105,7 @@ def _tools(job: AgentRun) -> FsSearchTools:
     return FsSearchTools(
         job.workspace_id,
         timeout_ms=job.timeout_ms,
-        schedule_to_start_timeout=timedelta(seconds=10),
+        schedule_to_start_timeout=timedelta(seconds=job.schedule_to_start_s),
         host=job.host,
     )
 
