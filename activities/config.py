@@ -5,10 +5,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 ENV_PREFIX = "FS_SEARCH_"
+SPILL_URL_ENV = "FS_SEARCH_SPILL_URL"
+S3_ENDPOINT_URL_ENV = "FS_SEARCH_S3_ENDPOINT_URL"
+_SPILL_URL_FORMS = "file:///absolute/dir or s3://bucket/prefix"
 
 
 class ConfigError(ValueError):
@@ -63,6 +67,22 @@ class FsSearchConfig(BaseModel):
     # host's one queue fs-search-host/<host-id> (requests name their workspace), or both.
     queues: Literal["workspace", "host", "both"] = "workspace"
 
+    @field_validator("spill_url")
+    @classmethod
+    def _spill_url(cls, url: str | None) -> str | None:
+        problem = spill_url_problem(url, endpoint_setting=S3_ENDPOINT_URL_ENV) if url else None
+        if problem:
+            raise ValueError(problem)
+        return url
+
+    @field_validator("s3_endpoint_url")
+    @classmethod
+    def _s3_endpoint_url(cls, url: str | None) -> str | None:
+        problem = endpoint_url_problem(url) if url else None
+        if problem:
+            raise ValueError(problem)
+        return url
+
     @property
     def accepted_searches(self) -> int:
         """Calls a worker process takes from Temporal at once (running or queued)."""
@@ -90,18 +110,22 @@ class FsSearchConfig(BaseModel):
             raw = getenv(cls.env_name(key))
             if raw is not None and raw.strip() != "":
                 values[key] = raw.strip()
-        values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+        given = {k: v for k, v in (overrides or {}).items() if v is not None}
+        values.update(given)
         try:
             return cls.model_validate(values)
         except ValidationError as e:
-            raise ConfigError(_describe(e)) from None
+            raise ConfigError(_describe(e, overridden=set(given))) from None
 
 
-def _describe(error: ValidationError) -> str:
+def _describe(error: ValidationError, *, overridden: set[str]) -> str:
+    """One line naming each bad key as the user gave it: the environment variable for a
+    value read from the environment, the setting's own name for an override."""
     lines = []
     for item in error.errors():
         key = str(item["loc"][0]) if item["loc"] else "?"
         env = FsSearchConfig.env_name(key)
+        got = item.get("input")
         if item["type"] == "missing" and key == "sample_over_cap_glob_results":
             lines.append(
                 f"{env} (sample_over_cap_glob_results) is required and has no default: set it "
@@ -110,7 +134,60 @@ def _describe(error: ValidationError) -> str:
             )
         elif item["type"] == "extra_forbidden":
             lines.append(f"unknown setting {key!r}")
+        elif item["type"] == "value_error":
+            # Our own validators: the problem in words, after the value as the user wrote it.
+            problem = item.get("ctx", {}).get("error", item["msg"])
+            lines.append(f"{key if key in overridden else env}={got!r}: {problem}")
+        elif key in overridden:
+            lines.append(f"{key}: {item['msg']} (got {got!r})")
         else:
-            got = item.get("input")
             lines.append(f"{env} ({key}): {item['msg']} (got {got!r})")
     return "invalid fs-search configuration: " + "; ".join(lines)
+
+
+def spill_url_problem(url: str, *, endpoint_setting: str = S3_ENDPOINT_URL_ENV) -> str | None:
+    """What is wrong with a spill store URL, and what a right one looks like; None if fine.
+
+    Pure: the syntax only (whether the store can be reached is the worker's start-up check).
+    ``endpoint_setting`` names where an S3-compatible server's address goes, for a URL that
+    looks like one.
+    """
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme == "s3":
+        rest = url.split(":", 1)[1]
+        if not rest.startswith("//"):
+            guess = rest.lstrip("/")
+            hint = f"; did you mean 's3://{guess}'?" if guess else ""
+            return f"an S3 store is written s3://bucket/prefix, two slashes after 's3:'{hint}"
+        if not parts.netloc:
+            return (
+                "no bucket: an S3 store is written s3://bucket/prefix (the prefix may be "
+                "left out), e.g. s3://my-bucket/fs-search"
+            )
+        return None
+    if scheme == "file":
+        if parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
+            return (
+                "a file store is an absolute directory, written file:///absolute/dir "
+                "(three slashes: file:// then a path starting with /)"
+            )
+        return None
+    if not scheme:
+        if url.startswith("/"):
+            return f"not a URL: a directory is written file://{url}"
+        return f"not a URL: expected {_SPILL_URL_FORMS}"
+    if scheme in ("http", "https"):
+        return (
+            f"{scheme}:// is not a spill store: expected {_SPILL_URL_FORMS}; an S3-compatible "
+            f"server's address goes in {endpoint_setting}, beside s3://bucket/prefix"
+        )
+    return f"{scheme}:// is not a spill store: expected {_SPILL_URL_FORMS}"
+
+
+def endpoint_url_problem(url: str) -> str | None:
+    """What is wrong with an S3 endpoint URL; None if fine (``http(s)://host[:port]``)."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+        return "an S3 endpoint is written http://host:port or https://host"
+    return None

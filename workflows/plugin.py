@@ -21,10 +21,18 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from fs_search.activities.config import (
+    S3_ENDPOINT_URL_ENV,
+    SPILL_URL_ENV,
+    ConfigError,
+    endpoint_url_problem,
+    spill_url_problem,
+)
 from fs_search.activities.storage import DEFAULT_PAYLOAD_THRESHOLD, Storage, open_storage
 from fs_search.workflows.liveness import queue_liveness
 
 PLUGIN_NAME = "fs_search.FsSearchPlugin"
+THRESHOLD_ENV = "FS_SEARCH_PAYLOAD_THRESHOLD_BYTES"
 log = logging.getLogger(__name__)
 
 
@@ -59,6 +67,11 @@ class FsSearchPlugin(SimplePlugin):
             your own tracing interceptor or plugin.
         tracer: the tracer for those spans (default: the global provider's).
         getenv: environment lookup (injectable for tests).
+
+    Raises:
+        ConfigError: a URL names no store, or the threshold is not a number; the message
+            names the argument (``FsSearchPlugin(spill_url='s3:/x'): ...``) or, for a value
+            read from the environment, the variable (``FS_SEARCH_SPILL_URL='s3:/x': ...``).
     """
 
     def __init__(
@@ -73,12 +86,7 @@ class FsSearchPlugin(SimplePlugin):
         getenv: Callable[[str], str | None] = os.environ.get,
     ) -> None:
         if external_storage is None or external_storage is True:
-            external_storage = open_storage(
-                spill_url or getenv("FS_SEARCH_SPILL_URL") or None,
-                s3_endpoint_url=s3_endpoint_url or getenv("FS_SEARCH_S3_ENDPOINT_URL") or None,
-                payload_threshold=payload_threshold
-                or int(getenv("FS_SEARCH_PAYLOAD_THRESHOLD_BYTES") or DEFAULT_PAYLOAD_THRESHOLD),
-            )
+            external_storage = _storage(spill_url, s3_endpoint_url, payload_threshold, getenv)
         if isinstance(external_storage, Storage):
             external_storage = external_storage.external_storage()
         self.external_storage = external_storage or None
@@ -107,6 +115,40 @@ class FsSearchPlugin(SimplePlugin):
         if isinstance(self.external_storage, ExternalStorage) and base.external_storage is None:
             base = dataclasses.replace(base, external_storage=self.external_storage)
         return base
+
+
+def _storage(
+    spill_url: str | None,
+    s3_endpoint_url: str | None,
+    payload_threshold: int | None,
+    getenv: Callable[[str], str | None],
+) -> Storage:
+    """The storage the arguments, else the environment, name; errors name whichever the
+    user gave (``FsSearchPlugin(spill_url=...)`` or ``FS_SEARCH_SPILL_URL``).
+
+    Raises:
+        ConfigError: a URL names no store, or the threshold is not a number.
+    """
+    threshold = payload_threshold
+    if threshold is None:
+        raw = (getenv(THRESHOLD_ENV) or "").strip()
+        try:
+            threshold = int(raw) if raw else DEFAULT_PAYLOAD_THRESHOLD
+        except ValueError:
+            raise ConfigError(f"{THRESHOLD_ENV}={raw!r}: expected a number of bytes") from None
+    # The arguments are checked here, so that errors name them; open_storage names the
+    # environment variables.
+    problem = spill_url and spill_url_problem(spill_url, endpoint_setting="s3_endpoint_url=")
+    if problem:
+        raise ConfigError(f"FsSearchPlugin(spill_url={spill_url!r}): {problem}")
+    problem = s3_endpoint_url and endpoint_url_problem(s3_endpoint_url)
+    if problem:
+        raise ConfigError(f"FsSearchPlugin(s3_endpoint_url={s3_endpoint_url!r}): {problem}")
+    return open_storage(
+        spill_url or getenv(SPILL_URL_ENV) or None,
+        s3_endpoint_url=s3_endpoint_url or getenv(S3_ENDPOINT_URL_ENV) or None,
+        payload_threshold=threshold,
+    )
 
 
 def _with_liveness(existing: Sequence[Callable[..., object]] | None) -> list[Callable[..., object]]:

@@ -71,7 +71,7 @@ class FileSpillStore:
         parsed = urlparse(url)
         path = unquote(parsed.path)
         if parsed.netloc not in ("", "localhost") or not path.startswith("/"):
-            raise ValueError(f"FS_SEARCH_SPILL_URL {url!r}: expected file:///absolute/directory")
+            raise ValueError(f"{url!r}: expected file:///absolute/directory")
         return cls(path, ttl_hours=ttl_hours)
 
     def describe(self) -> str:

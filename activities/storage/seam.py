@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import (
@@ -27,6 +27,14 @@ from temporalio.converter import (
     StorageDriverStoreContext,
 )
 
+from fs_search.activities.config import (
+    S3_ENDPOINT_URL_ENV,
+    SPILL_URL_ENV,
+    ConfigError,
+    FsSearchConfig,
+    endpoint_url_problem,
+    spill_url_problem,
+)
 from fs_search.activities.models import ReadSpillResult, SpillRef
 from fs_search.activities.storage.files import (
     FileSpillStore,
@@ -34,9 +42,6 @@ from fs_search.activities.storage.files import (
     default_spill_dir,
 )
 from fs_search.activities.storage.keys import SpillKey
-
-if TYPE_CHECKING:
-    from fs_search.activities.config import FsSearchConfig
 
 # Payloads at or above this size leave the event history for the store. Well under
 # Temporal's 512 KiB warning and 2 MiB limit.
@@ -172,22 +177,35 @@ def open_storage(
     s3_endpoint_url: str | None = None,
     ttl_hours: float = 72.0,
     payload_threshold: int = DEFAULT_PAYLOAD_THRESHOLD,
+    setting: str = SPILL_URL_ENV,
+    endpoint_setting: str = S3_ENDPOINT_URL_ENV,
 ) -> Storage:
-    """The storage ``url`` names (see the module docstring); ValueError for any other URL."""
+    """The storage ``url`` names (see the module docstring).
+
+    Args:
+        setting, endpoint_setting: the names errors give ``url`` and ``s3_endpoint_url``
+            (where the user set them).
+
+    Raises:
+        ConfigError: ``url`` names no store (``FS_SEARCH_SPILL_URL='s3:/x': an S3 store is
+            written s3://bucket/prefix, ...``), or the endpoint is not an http(s) URL.
+    """
+    problem = spill_url_problem(url, endpoint_setting=endpoint_setting) if url else None
+    if problem:
+        raise ConfigError(f"{setting}={url!r}: {problem}")
+    problem = endpoint_url_problem(s3_endpoint_url) if s3_endpoint_url else None
+    if problem:
+        raise ConfigError(f"{endpoint_setting}={s3_endpoint_url!r}: {problem}")
     artifacts: SpillStore
     if not url:
         artifacts = FileSpillStore(default_spill_dir(), ttl_hours=ttl_hours)
-    elif url.startswith("file://"):
+    elif url.lower().startswith("file:"):
         artifacts = FileSpillStore.from_url(url, ttl_hours=ttl_hours)
-    elif url.startswith("s3://"):
+    else:
         # Imported only for S3: aioboto3 takes half a second to import.
         from fs_search.activities.storage.s3 import S3SpillStore
 
         artifacts = S3SpillStore.from_url(url, endpoint_url=s3_endpoint_url)
-    else:
-        raise ValueError(
-            f"FS_SEARCH_SPILL_URL {url!r}: expected file:///absolute/dir or s3://bucket/prefix"
-        )
     return Storage.beside(artifacts, payload_threshold=payload_threshold)
 
 

@@ -23,6 +23,7 @@ from temporalio.converter import (
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from fs_search.activities.config import ConfigError
 from fs_search.activities.models import ErrorCode, GrepResult
 from fs_search.activities.storage import LocalDirectoryDriver
 from fs_search.workflows.plugin import FsSearchPlugin
@@ -226,3 +227,44 @@ async def test_a_non_pydantic_converter_is_replaced_on_a_real_client(ts_env, cap
     assert isinstance(client.data_converter.payload_codec, Rot13Codec)
     probe = await _probe(client)
     assert isinstance(probe, Probe) and probe.result["text"] == "Error: pattern must not be blank"
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        (
+            "s3:/x",
+            "an S3 store is written s3://bucket/prefix, two slashes after 's3:'; did you mean 's3://x'?",
+        ),
+        ("s3://", "no bucket: an S3 store is written s3://bucket/prefix"),
+        ("https://minio:9000/b", "an S3-compatible server's address goes in s3_endpoint_url="),
+        ("file://relative", "a file store is an absolute directory, written file:///absolute/dir"),
+    ],
+)
+def test_a_bad_spill_url_argument_is_named_as_the_argument(url, says):
+    """FsSearchPlugin(spill_url=...) errors name the argument, never FS_SEARCH_SPILL_URL
+    (which the user did not set), in one line saying what a right URL looks like."""
+    with pytest.raises(ConfigError) as info:
+        FsSearchPlugin(spill_url=url, getenv=lambda _: None)
+    message = str(info.value)
+    assert message.startswith(f"FsSearchPlugin(spill_url={url!r}): ") and says in message
+    assert "FS_SEARCH" not in message and "\n" not in message
+
+
+def test_environment_values_are_named_by_their_variables():
+    """Read from the environment, the same mistakes name the variables."""
+    env = {"FS_SEARCH_SPILL_URL": "s3:/x"}
+    with pytest.raises(ConfigError, match=r"^FS_SEARCH_SPILL_URL='s3:/x': an S3 store"):
+        FsSearchPlugin(getenv=env.get)
+    env = {"FS_SEARCH_SPILL_URL": "s3://b/p", "FS_SEARCH_S3_ENDPOINT_URL": "minio:9000"}
+    with pytest.raises(
+        ConfigError, match=r"^FS_SEARCH_S3_ENDPOINT_URL='minio:9000': an S3 endpoint"
+    ):
+        FsSearchPlugin(getenv=env.get)
+    with pytest.raises(ConfigError, match=r"^FsSearchPlugin\(s3_endpoint_url='minio'\)"):
+        FsSearchPlugin(spill_url="s3://b/p", s3_endpoint_url="minio", getenv=lambda _: None)
+    env = {"FS_SEARCH_PAYLOAD_THRESHOLD_BYTES": "lots"}
+    with pytest.raises(
+        ConfigError, match=r"^FS_SEARCH_PAYLOAD_THRESHOLD_BYTES='lots': expected a number"
+    ):
+        FsSearchPlugin(getenv=env.get)
