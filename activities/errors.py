@@ -100,10 +100,45 @@ def is_invalid_pattern(stderr: str) -> bool:
     return any(marker in stderr for marker in _INVALID_PATTERN_MARKERS)
 
 
-def pattern_error_message(stderr: str) -> str:
-    """A compact rendition of rg's complaint about the model's own pattern."""
-    text = "\n".join(line.removeprefix("rg: ") for line in stderr.strip().splitlines()[:20])
+def pattern_error_message(stderr: str, *, pattern: str | None = None) -> str:
+    """A compact rendition of rg's complaint about the model's own pattern.
+
+    rg quotes a regex as it compiled it, the pattern wrapped in ``(?:...)``; given the
+    model's ``pattern``, the quote shows that instead (see :func:`_unwrapped`).
+    """
+    lines = [line.removeprefix("rg: ") for line in stderr.strip().splitlines()[:20]]
+    if pattern is not None:
+        lines = _unwrapped(lines, pattern)
+    text = "\n".join(lines)
     return f"invalid pattern: {text}" if text else "invalid pattern"
+
+
+# What rg adds around a regex before compiling it.
+_WRAP_OPEN, _WRAP_CLOSE = "(?:", ")"
+
+
+def _unwrapped(lines: list[str], pattern: str) -> list[str]:
+    """rg's message with its quote of the wrapped regex replaced by the model's pattern.
+
+    The caret line under the quote is shifted with it, and kept only when it still points
+    inside the pattern: an error rg places on the wrapper itself (an unclosed group at
+    its ``(?:``, an unopened one at its ``)``) keeps rg's words without a caret.
+    """
+    wrapped = f"{_WRAP_OPEN}{pattern}{_WRAP_CLOSE}"
+    for i, line in enumerate(lines):
+        indent = line[: len(line) - len(line.lstrip(" "))]
+        if line[len(indent) :] != wrapped:
+            continue
+        out = [*lines[:i], indent + pattern]
+        rest = lines[i + 1 :]
+        if rest and rest[0].strip() and set(rest[0].strip()) == {"^"}:
+            caret = rest.pop(0)
+            start = len(caret) - len(caret.lstrip(" ")) - len(indent) - len(_WRAP_OPEN)
+            width = len(caret.strip())
+            if start >= 0 and start + width <= len(pattern):
+                out.append(indent + " " * start + "^" * width)
+        return out + rest
+    return lines
 
 
 class PatternSuspect(Exception):

@@ -232,7 +232,9 @@ class Pipeline:
             with self._rg_span(spec.name, progress) as span:
                 searched = await spec.search(req, target=target, rg=rg, run=run_rg)
                 span.set_attribute("fs_search.exit_code", searched.run.returncode)
-                partial = await self._outcome(searched, budget, file_arg=target.file_arg)
+                partial = await self._outcome(
+                    searched, budget, file_arg=target.file_arg, pattern=req.pattern
+                )
         with self._phase("parse", progress):
             # Parsed once rg is done (overflowing output is never parsed), off the event
             # loop: in a helper process when large, so concurrent searches use every core.
@@ -280,8 +282,11 @@ class Pipeline:
         with self.telemetry.span(f"fs_search.{name}") as span:
             yield span
 
-    async def _outcome(self, searched: Searched, budget_s: float, *, file_arg: str | None) -> bool:
-        """``partial``, or the contract error for rg's exit; rg's stderr is only logged."""
+    async def _outcome(
+        self, searched: Searched, budget_s: float, *, file_arg: str | None, pattern: str
+    ) -> bool:
+        """``partial``, or the contract error for rg's exit; rg's stderr is only logged
+        (``pattern``: the model's, which a pattern error quotes)."""
         run = searched.run
         if run.stderr.strip():
             log.info(
@@ -314,7 +319,10 @@ class Pipeline:
                 tree=empty,
             )
         if clean.returncode == 2 and is_invalid_pattern(clean.stderr):
-            raise SearchError(ErrorCode.SEARCH_INVALID_PATTERN, pattern_error_message(clean.stderr))
+            raise SearchError(
+                ErrorCode.SEARCH_INVALID_PATTERN,
+                pattern_error_message(clean.stderr, pattern=pattern),
+            )
         raise SearchError(
             ErrorCode.SEARCH_FAILED,
             f"rg failed [exit={run.returncode}] before searching; the worker log has details",

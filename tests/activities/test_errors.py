@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
-from fs_search.activities.errors import PatternSuspect, SearchError, contract, rg_outcome
+from fs_search.activities.errors import (
+    PatternSuspect,
+    SearchError,
+    contract,
+    pattern_error_message,
+    rg_outcome,
+)
 from fs_search.activities.models import ErrorCode
 
 
@@ -147,3 +153,52 @@ def test_errors_the_models_input_causes_are_benign(code):
     expected = ApplicationErrorCategory.BENIGN if benign else ApplicationErrorCategory.UNSPECIFIED
     assert err.category == expected
     assert err.non_retryable and err.type == code.value
+
+
+# rg 14's stderr for one `-e PATTERN`: it quotes the regex wrapped in (?:...).
+def _rg_says(wrapped: str, caret: str, error: str) -> str:
+    return f"rg: regex parse error:\n    {wrapped}\n    {caret}\nerror: {error}\n"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "stderr", "expected"),
+    [
+        (
+            "foo(",
+            _rg_says("(?:foo()", "^", "unclosed group"),
+            "invalid pattern: regex parse error:\n    foo(\nerror: unclosed group",
+        ),
+        (
+            "a)",
+            _rg_says("(?:a))", "     ^", "unopened group"),
+            "invalid pattern: regex parse error:\n    a)\nerror: unopened group",
+        ),
+        (
+            "[a",
+            _rg_says("(?:[a)", "   ^", "unclosed character class"),
+            "invalid pattern: regex parse error:\n    [a\n    ^\nerror: unclosed character class",
+        ),
+        (
+            "\\p{Foo}",
+            _rg_says("(?:\\p{Foo})", "   ^^^^^^^", "Unicode property not found"),
+            "invalid pattern: regex parse error:\n    \\p{Foo}\n    ^^^^^^^\nerror: Unicode property not found",
+        ),
+        (
+            "ab(?=c)",
+            _rg_says("(?:ab(?=c))", "     ^^^", "look-around is not supported"),
+            "invalid pattern: regex parse error:\n    ab(?=c)\n      ^^^\nerror: look-around is not supported",
+        ),
+    ],
+)
+def test_the_quote_is_the_models_pattern_not_rgs_wrapped_regex(pattern, stderr, expected):
+    """The model reads its own pattern; rg's caret is shifted under it, or dropped when it
+    points at rg's wrapper (there is no right place for it in the model's pattern)."""
+    assert pattern_error_message(stderr, pattern=pattern) == expected
+
+
+def test_a_message_without_the_wrapped_quote_is_kept():
+    """A glob complaint, or rg's wording changing, leaves the message as rg's."""
+    stderr = "rg: error parsing glob 'a[': unclosed character class; missing ']'\n"
+    assert pattern_error_message(stderr, pattern="a[") == (
+        "invalid pattern: error parsing glob 'a[': unclosed character class; missing ']'"
+    )

@@ -291,6 +291,24 @@ async def test_grep_invalid_patterns(ws, make_activities, pattern, include, word
     assert err.details[0] == {"name": "SearchError", "code": "SEARCH_INVALID_PATTERN"}
 
 
+@pytest.mark.parametrize(
+    ("pattern", "quoted"),
+    [
+        # rg blames its own wrapper's "(?:" here: the caret goes, the words stay.
+        ("foo(", "regex parse error:\n    foo(\nerror: unclosed group"),
+        ("[a", "regex parse error:\n    [a\n    ^\nerror: unclosed character class"),
+        ("a{2,1}", "    a{2,1}\n     ^^^^^\nerror: invalid repetition count range"),
+    ],
+)
+async def test_an_invalid_regex_quotes_the_models_pattern(ws, make_activities, pattern, quoted):
+    """rg quotes the regex wrapped as it compiled it, (?:foo(); the model reads its own
+    pattern, with rg's caret shifted under it (dropped when it points at the wrapper)."""
+    acts = await make_activities(ws)
+    err = await error_of(acts.grep, GrepRequest(pattern=pattern))
+    assert err.type == "SEARCH_INVALID_PATTERN"
+    assert "(?:" not in err.message and quoted in err.message, err.message
+
+
 async def test_grep_long_lines_are_cut_on_utf8_boundary(tmp_path, make_activities):
     """Previews stop at grep_max_line_bytes without splitting a character; spill: false keeps all."""
     line = "é" * 30  # 60 bytes
