@@ -216,6 +216,8 @@ class Executor:
                 f"ripgrep could not be started on this worker ({e.strerror or 'unknown error'})",
             ) from e
         self._live.add(proc)
+        if progress is not None and progress.rg_started is None:
+            progress.rg_started = time.monotonic()
         if nice:
             # The group so far (the backstop; the launcher and rg inherit it when forked).
             with contextlib.suppress(OSError):

@@ -212,6 +212,7 @@ class Pipeline:
     ) -> Res:
         check_request(req)
         budget = budget_s(req.timeout_ms, cap_ms=self.config.timeout_ms)
+        progress.budget_ms = round(budget * 1000)
         queue_s = queue_budget_s(remaining_s, budget)
         with self.workspace.opened(cwd=req.cwd, path=req.path, tool=spec.name) as (target, at):
             rg = self._rg()

@@ -26,19 +26,41 @@ def _queued_interval_s() -> float:
 
 @dataclass
 class Progress:
-    """Live state of one search, read by the heartbeat timer."""
+    """Live state of one search, read by the heartbeat timer.
+
+    rg reports nothing while it scans without a match (``--json`` writes only for files
+    that match, ``--files`` only names), so ``raw_bytes`` can stay 0 for a whole budget:
+    ``rg_ms`` against ``budget_ms`` is what shows such a scan's progress.
+    """
 
     phase: str = "starting"
     raw_bytes: int = 0
     started: float = field(default_factory=time.monotonic)
+    # The call's budget (the request's timeout_ms capped by the worker's), once known.
+    budget_ms: int | None = None
+    # When the first rg of the call started (after any wait for a running slot).
+    rg_started: float | None = None
 
     def elapsed_ms(self) -> int:
         """Milliseconds since the search started."""
         return int((time.monotonic() - self.started) * 1000)
 
+    def rg_ms(self) -> int:
+        """Milliseconds rg has run (what counts against the budget); 0 before it starts."""
+        if self.rg_started is None:
+            return 0
+        return int((time.monotonic() - self.rg_started) * 1000)
+
     def details(self) -> dict[str, object]:
-        """Heartbeat details: phase, raw bytes read, elapsed ms."""
-        return {"phase": self.phase, "raw_bytes": self.raw_bytes, "elapsed_ms": self.elapsed_ms()}
+        """Heartbeat details: phase, raw bytes read, ms since the call started, ms rg has
+        run and the call's budget in ms (shown under Pending Activities in the UI)."""
+        return {
+            "phase": self.phase,
+            "raw_bytes": self.raw_bytes,
+            "elapsed_ms": self.elapsed_ms(),
+            "rg_ms": self.rg_ms(),
+            "budget_ms": self.budget_ms,
+        }
 
 
 @contextlib.asynccontextmanager

@@ -13,13 +13,24 @@ from fs_search.activities.progress import HEARTBEAT_INTERVAL_S, Progress, heartb
 INTERVAL = 0.05
 
 
-def test_details_are_phase_raw_bytes_and_elapsed_ms():
-    """Heartbeat details carry the phase, the raw bytes read and the ms since the start."""
-    progress = Progress(phase="rg", raw_bytes=42, started=time.monotonic() - 1.5)
+def test_details_are_phase_raw_bytes_elapsed_and_rg_time_against_the_budget():
+    """Heartbeat details carry the phase, the raw bytes read, the ms since the start, and
+    the ms rg has run against the call's budget."""
+    now = time.monotonic()
+    progress = Progress(
+        phase="rg", raw_bytes=42, started=now - 1.5, budget_ms=30_000, rg_started=now - 1.0
+    )
     details = progress.details()
-    assert set(details) == {"phase", "raw_bytes", "elapsed_ms"}
+    assert set(details) == {"phase", "raw_bytes", "elapsed_ms", "rg_ms", "budget_ms"}
     assert details["phase"] == "rg" and details["raw_bytes"] == 42
     assert 1500 <= details["elapsed_ms"] < 3000
+    assert 1000 <= details["rg_ms"] < 2500 and details["budget_ms"] == 30_000
+
+
+def test_before_rg_starts_its_time_is_zero():
+    """A call still checking or queued reports rg_ms 0 (and no budget until it is known)."""
+    details = Progress(phase="queued").details()
+    assert details["rg_ms"] == 0 and details["budget_ms"] is None
 
 
 def test_the_interval_meets_the_contract():

@@ -528,7 +528,8 @@ async def test_worker_cap_on_budget(ws, make_activities):
 
 
 async def test_heartbeats_carry_progress_while_rg_runs(ws, make_activities):
-    """The activity heartbeats on a timer with phase, raw bytes and elapsed ms."""
+    """The activity heartbeats on a timer with phase, raw bytes and elapsed ms; a scan that
+    finds nothing (raw_bytes stays 0) shows its progress as rg's time against the budget."""
     sparse_file(ws / "huge.bin")
     acts = await make_activities(ws)
     env = ActivityEnvironment()
@@ -538,7 +539,12 @@ async def test_heartbeats_carry_progress_while_rg_runs(ws, make_activities):
         await env.run(acts.grep, GrepRequest(pattern="x", path="huge.bin", timeout_ms=1200))
     assert len(beats) >= 4
     assert beats[-1]["phase"] == "rg" and beats[-1]["elapsed_ms"] >= 600
-    assert set(beats[0]) == {"phase", "raw_bytes", "elapsed_ms"}
+    assert set(beats[0]) == {"phase", "raw_bytes", "elapsed_ms", "rg_ms", "budget_ms"}
+    scanning = [b for b in beats if b["phase"] == "rg"]
+    assert all(b["raw_bytes"] == 0 and b["budget_ms"] == 1200 for b in scanning)
+    rg_ms = [b["rg_ms"] for b in scanning]
+    assert rg_ms == sorted(rg_ms) and rg_ms[-1] >= 600
+    assert all(b["rg_ms"] <= b["elapsed_ms"] for b in beats)
 
 
 async def test_cancellation_kills_rg_group_and_reraises(ws, make_activities):

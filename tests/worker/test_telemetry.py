@@ -303,7 +303,8 @@ async def test_ui_shows_summaries_and_live_heartbeat_details(dev_env, make_activ
                 if details["elapsed_ms"] > 300:
                     break
         assert details is not None and details["phase"] == "rg"
-        assert set(details) == {"phase", "raw_bytes", "elapsed_ms"}
+        assert set(details) == {"phase", "raw_bytes", "elapsed_ms", "rg_ms", "budget_ms"}
+        assert details["budget_ms"] == 30_000 and 0 < details["rg_ms"] <= details["elapsed_ms"]
         assert await desc.static_summary() == f"example agent: 1 tool calls on workspace {wsid}"
         await handle.cancel()
     history = await handle.fetch_history()
