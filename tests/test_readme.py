@@ -14,6 +14,7 @@ import ast
 import importlib
 import inspect
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -141,6 +142,36 @@ async def test_script_snippets_connect_a_pydantic_client(index, dev_env, monkeyp
     client = namespace["client"]
     assert isinstance(client, Client)
     assert client.data_converter.payload_converter_class is PydanticPayloadConverter
+
+
+TOML = re.compile(r"^```toml\n(.*?)^```", re.S | re.M)
+ASYNC_TEST = "async def test_runs():\n    assert True\n"
+
+
+def _pytest_in(directory: Path, settings: str) -> subprocess.CompletedProcess[str]:
+    """pytest on one async test under ``settings`` (a pyproject.toml), warnings as errors."""
+    directory.mkdir()
+    (directory / "pyproject.toml").write_text(settings, encoding="utf-8")
+    (directory / "test_settings.py").write_text(ASYNC_TEST, encoding="utf-8")
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error"],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_readme_pytest_settings_run_async_tests_without_warnings(tmp_path):
+    """README's pytest settings run an async test with warnings as errors; without the loop
+    scope line pytest-asyncio's deprecation warning comes back (so this check can fail)."""
+    [settings] = [block for block in TOML.findall(README.read_text()) if "asyncio_mode" in block]
+    ran = _pytest_in(tmp_path / "readme", settings)
+    assert ran.returncode == 0 and "1 passed" in ran.stdout, ran.stdout + ran.stderr
+    assert "warning" not in (ran.stdout + ran.stderr).lower()
+    unset = "\n".join(line for line in settings.splitlines() if "loop_scope" not in line)
+    ran = _pytest_in(tmp_path / "unset", unset)
+    assert "asyncio_default_fixture_loop_scope" in ran.stdout + ran.stderr
 
 
 def module_map() -> set[str]:
