@@ -13,7 +13,9 @@ from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.models import task_queue_for
 from fs_search.activities.storage.s3_client import client_kwargs
 from fs_search.worker.app import build_activities, default_workspace_id, run_until_signalled
-from fs_search.worker.connect import connect
+from fs_search.worker.connect import TemporalUnreachable, connect
+from fs_search.worker.env_file import EnvFileError, write_env_file
+from fs_search.worker.processes import port_is_free, usual_port
 from fs_search.worker.services import DevServer, SeaweedS3
 from fs_search.worker.telemetry import telemetry_from_env
 from fs_search.workflows.plugin import FsSearchPlugin
@@ -21,6 +23,9 @@ from fs_search.workflows.plugin import FsSearchPlugin
 log = logging.getLogger(__name__)
 
 DEV_BUCKET = "fs-search"
+# Temporal's own defaults (`temporal server start-dev`): what every example connects to.
+DEFAULT_PORT = 7233
+DEFAULT_UI_PORT = 8233
 # Local-only credentials: the dev S3 accepts any key, callers need some key to sign with.
 DEV_AWS = {
     "AWS_ACCESS_KEY_ID": "fs-search-dev",
@@ -35,15 +40,24 @@ async def run_dev(
     workspace_id: str | None = None,
     sample: bool = True,
     data_dir: Path | None = None,
+    port: int | None = None,
+    ui_port: int | None = None,
+    env_file: Path | None = None,
 ) -> int:
-    """Start Temporal (with UI), SeaweedFS S3 and a worker; print what a caller needs; run
-    until Ctrl-C / SIGTERM, then stop everything."""
+    """Start Temporal (with UI), SeaweedFS S3 and a worker; print what a caller needs (and
+    write it to ``env_file``); run until Ctrl-C / SIGTERM, then stop everything.
+
+    Temporal listens on ``port`` and its UI on ``ui_port``; by default on Temporal's usual
+    7233 and 8233 when they are free (else on free ports, said on stderr), so the
+    ``localhost:7233`` every example names reaches it.
+
+    Raises:
+        PortTaken: ``port`` or ``ui_port`` was given and is in use.
+    """
     workspace_id = workspace_id or default_workspace_id(workspace)
-    temporal = DevServer(ui=True)
+    temporal = await _start_temporal(port, ui_port)
     s3 = SeaweedS3(data_dir)
     try:
-        log.info("starting Temporal dev server and SeaweedFS S3 ...")
-        await temporal.start()
         await s3.start()
         os.environ.update(DEV_AWS)
         session = aioboto3.Session()
@@ -75,9 +89,15 @@ async def run_dev(
             }
 
             def ready() -> None:
-                print(
-                    _banner(temporal, s3, activities.workspace.root, workspace_id, env), flush=True
-                )
+                if env_file is not None:
+                    try:
+                        write_env_file(env_file, env)
+                    except OSError as e:
+                        raise EnvFileError(
+                            f"--env-file {str(env_file)!r}: cannot be written ({e.strerror})"
+                        ) from e
+                root = activities.workspace.root
+                print(_banner(temporal, s3, root, workspace_id, env, env_file), flush=True)
 
             await run_until_signalled(
                 temporal_client, activities, workspace_id=workspace_id, on_ready=ready
@@ -89,8 +109,50 @@ async def run_dev(
     return 0
 
 
+async def _start_temporal(port: int | None, ui_port: int | None) -> DevServer:
+    """The dev server on the asked ports, else Temporal's usual ones, else free ones."""
+    grpc, grpc_note = usual_port(port, DEFAULT_PORT, option="--port")
+    ui, ui_note = usual_port(ui_port, DEFAULT_UI_PORT, option="--ui-port")
+    for note in (grpc_note, ui_note):
+        if note:
+            print(f"fs-search dev: {note}", file=sys.stderr, flush=True)
+    log.info("starting Temporal dev server and SeaweedFS S3 ...")
+    try:
+        return await DevServer(ui=True, port=grpc, ui_port=ui).start()
+    except RuntimeError as e:
+        asked = port is not None or ui_port is not None
+        if asked or (port_is_free(grpc) and port_is_free(ui)):
+            raise TemporalUnreachable(f"the Temporal dev server did not start: {e}") from e
+    # A usual port was taken between the check and the server's start: free ones, then.
+    temporal = DevServer(ui=True)
+    print(
+        f"fs-search dev: ports {grpc}/{ui} were taken while starting; Temporal is on "
+        f"{temporal.port} (UI {temporal.ui_port})",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        return await temporal.start()
+    except RuntimeError as e:
+        raise TemporalUnreachable(f"the Temporal dev server did not start: {e}") from e
+
+
+def _env_file_lines(env_file: Path | None) -> str:
+    if env_file is None:
+        return "(or write them to a file with `fs-search dev --env-file PATH`)"
+    return (
+        f"(written to {env_file}: `fs-search --env-file {env_file} ...` reads them, as do "
+        f"`docker run --env-file` and `set -a; . {env_file}; set +a`)"
+    )
+
+
 def _banner(
-    temporal: DevServer, s3: SeaweedS3, workspace: str, workspace_id: str, env: dict[str, str]
+    temporal: DevServer,
+    s3: SeaweedS3,
+    workspace: str,
+    workspace_id: str,
+    env: dict[str, str],
+    env_file: Path | None,
 ) -> str:
     exports = "\n".join(f"export {k}={v}" for k, v in env.items())
     return f"""fs-search dev is running (Ctrl-C stops everything)
@@ -105,5 +167,13 @@ Environment for callers (fs-search CLI, your workers and clients with FsSearchPl
 
 {exports}
 
-Try:  fs-search grep TODO --address {temporal.address} --workspace-id {workspace_id}
+{_env_file_lines(env_file)}
+
+Try:  {_try(temporal, workspace_id, env_file)}
 """
+
+
+def _try(temporal: DevServer, workspace_id: str, env_file: Path | None) -> str:
+    if env_file is None:
+        return f"fs-search grep TODO --address {temporal.address} --workspace-id {workspace_id}"
+    return f"fs-search --env-file {env_file} grep TODO --workspace-id {workspace_id}"

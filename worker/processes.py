@@ -28,6 +28,40 @@ def free_port() -> int:
             return port
 
 
+class PortTaken(ValueError):
+    """A port asked for explicitly is in use."""
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether a server could listen on host:port now (bound as Go servers bind: with
+    SO_REUSEADDR, so a closed connection's TIME_WAIT does not count as taken)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+            s.listen(1)
+        except OSError:
+            return False
+    return True
+
+
+def usual_port(asked: int | None, usual: int, *, option: str) -> tuple[int, str | None]:
+    """``asked`` (which must be free), else ``usual`` when free, else a free port; and, when
+    the usual port was taken, a sentence saying so.
+
+    Raises:
+        PortTaken: ``asked`` is in use (it was asked for: no other port will do).
+    """
+    if asked is not None:
+        if not port_is_free(asked):
+            raise PortTaken(f"{option} {asked}: the port is in use")
+        return asked, None
+    if port_is_free(usual):
+        return usual, None
+    port = free_port()
+    return port, f"port {usual} is in use, so {option} is {port} (give {option} to choose)"
+
+
 @dataclass
 class ManagedProcess:
     """A service process in its own process group, always stoppable by its pid."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -10,6 +11,8 @@ import subprocess
 import time
 import urllib.request
 from pathlib import Path
+
+import pytest
 
 from tests.helpers import write_tree
 from tests.worker.test_cli import FS_SEARCH, cli
@@ -87,3 +90,91 @@ def test_dev_stack_serves_searches_with_s3_spills_and_stops_on_ctrl_c(tmp_path: 
     assert code == 0
     assert not _port_open(exports["TEMPORAL_ADDRESS"])
     assert not _port_open(exports["FS_SEARCH_S3_ENDPOINT_URL"].removeprefix("http://"))
+
+
+def test_usual_port_when_free_else_a_free_one_said_so():
+    """A port asked for must be free; the usual one is used when free, else a free one."""
+    from fs_search.worker.processes import PortTaken, free_port, usual_port
+
+    usual = free_port()
+    assert usual_port(None, usual, option="--port") == (usual, None)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", usual))
+        held.listen(1)
+        port, note = usual_port(None, usual, option="--port")
+        assert port != usual and note == (
+            f"port {usual} is in use, so --port is {port} (give --port to choose)"
+        )
+        with pytest.raises(PortTaken, match=f"--port {usual}: the port is in use"):
+            usual_port(usual, 7233, option="--port")
+
+
+def test_dev_refuses_a_port_in_use_in_one_line(tmp_path: Path):
+    """`dev --port P` with P taken exits 2 naming the option, before starting anything."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen(1)
+        port = held.getsockname()[1]
+        p = cli("dev", "--workspace", str(tmp_path), "--port", str(port), timeout=60)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.strip().splitlines() == [f"fs-search: --port {port}: the port is in use"]
+
+
+@contextlib.contextmanager
+def holding(port: int):
+    """Hold ``port`` on loopback when it is free (when not, someone else holds it)."""
+    with socket.socket() as s:
+        # As servers bind: a connection of an earlier test in TIME_WAIT does not hold it.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+            s.listen(1)
+        except OSError:
+            pass
+        yield
+
+
+def test_dev_moves_off_a_taken_7233_and_writes_an_env_file_the_cli_reads(tmp_path: Path):
+    """With 7233 taken, dev says so and takes a free port; --env-file holds what callers need."""
+    ws = write_tree(tmp_path / "ws", {"a.txt": "TODO here\n"})
+    env_file = tmp_path / "conf" / "dev.env"
+    env_file.parent.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FS_SEARCH_", "AWS_", "OTEL_"))}
+    err = tmp_path / "dev.err"
+    with holding(7233), open(err, "w") as err_out:
+        proc = subprocess.Popen(
+            [FS_SEARCH, "dev", "--workspace", str(ws), "--workspace-id", "dev-env-file"]
+            + ["--data-dir", str(tmp_path / "s3"), "--env-file", str(env_file)],
+            stdout=subprocess.PIPE,
+            stderr=err_out,
+            text=True,
+            env=env,
+            start_new_session=True,
+        )
+        try:
+            assert proc.stdout is not None
+            banner = []
+            for line in proc.stdout:
+                banner.append(line)
+                if line.startswith("Try:"):
+                    break
+            text = "".join(banner)
+            exports = dict(re.findall(r"^export (\w+)=(.*)$", text, re.M))
+            assert not exports["TEMPORAL_ADDRESS"].endswith(":7233"), text
+            port = exports["TEMPORAL_ADDRESS"].rsplit(":", 1)[1]
+            assert f"fs-search dev: port 7233 is in use, so --port is {port}" in err.read_text()
+            written = dict(
+                line.split("=", 1)
+                for line in env_file.read_text().splitlines()
+                if line and not line.startswith("#")
+            )
+            assert written == exports
+            assert env_file.stat().st_mode & 0o077 == 0  # it holds credentials
+            assert f"Try:  fs-search --env-file {env_file} grep TODO" in text
+            p = cli("--env-file", str(env_file), "grep", "TODO", "--workspace-id", "dev-env-file")
+            assert (p.returncode, p.stdout) == (0, "a.txt:\n  Line 1: TODO here\n"), p.stderr
+        finally:
+            proc.send_signal(signal.SIGINT)
+            code = proc.wait(timeout=60)
+    assert code == 0, err.read_text()
+    assert not _port_open(exports["TEMPORAL_ADDRESS"])
