@@ -540,6 +540,20 @@ def raise_open_files_limit(wanted: int = OPEN_FILES_WANTED) -> int:
     return soft
 
 
+def sandbox_description(services: Services) -> str:
+    """The start-up log's account of rg's confinement, for every workspace of the root."""
+    sandbox = services.executor.sandbox
+    if sandbox is None:
+        return "off (rg runs without limits)"
+    if sandbox.landlock_abi:
+        return (
+            f"landlock (ABI {sandbox.landlock_abi}): rg reads only the workspace it searches; "
+            f"memory {sandbox.memory_mb} MiB"
+        )
+    why = "FS_SEARCH_SANDBOX=off" if services.config.sandbox == "off" else "no Landlock here"
+    return f"none (no kernel confinement: {why}); memory {sandbox.memory_mb} MiB"
+
+
 async def serve_root(
     client: Client,
     services: Services,
@@ -575,8 +589,9 @@ async def serve_root(
             fleet.identity,
         )
         log.info(
-            "ripgrep: %s; storage: %s",
+            "ripgrep: %s; sandbox: %s; storage: %s",
             services.rg.version or services.rg.reason,
+            sandbox_description(services),
             services.storage.describe(),
         )
         await fleet.run(stop, on_ready)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -374,6 +375,8 @@ async def test_sigterm_drains_every_workspace_and_leaves_no_rg(dev_env, tmp_path
     try:
         await _until(lambda: all(f"attached workspace {w}" in worker.log() for w in ids), 90)
         assert "skipping 'not valid!'" in worker.log()
+        # The start-up log says whether rg runs confined.
+        assert re.search(r"ripgrep: .*; sandbox: (landlock \(ABI \d+\)|none)", worker.log())
         async with Worker(dev_env.client, task_queue=queue, workflows=[MixedCallsWorkflow]):
             handles = [
                 await dev_env.client.start_workflow(
