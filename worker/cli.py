@@ -17,10 +17,16 @@ from fs_search.activities.models import (
 )
 from fs_search.worker.cli_parser import attach_regexp, build_parser
 from fs_search.worker.connect import TemporalSettingsError, TemporalUnreachable
+from fs_search.worker.env_file import EnvFileError, load_env_file
+from fs_search.worker.processes import PortTaken
 from fs_search.worker.queue_owner import QueueTaken
 from fs_search.worker.telemetry import TelemetryConfigError
 
 EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+
+
+class UsageError(ValueError):
+    """The command line asks for something that cannot be done (exit 2, one line)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -32,15 +38,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
+        if args.env_file:
+            # Before anything reads the environment (settings, Temporal, telemetry).
+            load_env_file(args.env_file)
         if args.command == "worker":
             return asyncio.run(_worker(args))
         if args.command in ("glob", "grep"):
             if args.address and not args.workspace_id:
                 parser.error("--address requires --workspace-id")
-            if args.host and not args.address:
-                parser.error("--host goes with --address and --workspace-id")
-            if args.workspace and args.address:
-                parser.error("--workspace (embedded mode) and --address are exclusive")
+            if args.host and not args.workspace_id:
+                parser.error("--host goes with --workspace-id (address mode)")
+            if args.workspace and args.workspace_id:
+                parser.error(
+                    "--workspace (embedded mode) and --workspace-id (address mode) are exclusive"
+                )
             if args.command == "grep":
                 if (args.pattern is None) == (args.regexp is None):
                     parser.error("give the pattern once: as PATTERN or with -e/--regexp")
@@ -53,15 +64,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             from fs_search.worker.dev import run_dev
 
+            _require_directory("--workspace", args.workspace)
             return asyncio.run(
                 run_dev(
                     args.workspace,
                     workspace_id=args.workspace_id,
                     sample=not args.no_sample,
                     data_dir=Path(args.data_dir) if args.data_dir else None,
+                    port=args.port,
+                    ui_port=args.ui_port,
+                    env_file=Path(args.write_env_file) if args.write_env_file else None,
                 )
             )
-    except ConfigError as e:
+    except (ConfigError, UsageError, EnvFileError, PortTaken) as e:
         print(f"fs-search: {e}", file=sys.stderr)
         return EXIT_USAGE
     except (TelemetryConfigError, TemporalSettingsError) as e:
@@ -129,11 +144,20 @@ async def _worker(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _require_directory(option: str, path: str) -> None:
+    if not os.path.isdir(path):
+        what = "does not exist" if not os.path.exists(path) else "is not a directory"
+        raise UsageError(f"{option} {path!r} {what}")
+
+
 def _worker_args_problem(args: argparse.Namespace) -> str | None:
-    directory = args.workspaces_root or args.workspace
-    if not os.path.isdir(directory):
-        what = "workspaces root" if args.workspaces_root else "workspace"
-        return f"{what} {directory!r} is not a directory"
+    option = "--workspaces-root" if args.workspaces_root else "--workspace"
+    try:
+        _require_directory(option, args.workspaces_root or args.workspace)
+    except UsageError as e:
+        return str(e)
+    if args.workspaces_root and not os.access(args.workspaces_root, os.R_OK | os.X_OK):
+        return f"--workspaces-root {args.workspaces_root!r} cannot be read by this user"
     if args.workspaces_root and args.workspace_id:
         return "--workspace-id goes with --workspace (under --workspaces-root ids are names)"
     if args.queues and args.queues != "workspace" and not args.workspaces_root:
@@ -144,6 +168,7 @@ def _worker_args_problem(args: argparse.Namespace) -> str | None:
 
 
 async def _call(args: argparse.Namespace) -> int:
+    from fs_search.worker.connect import connection_settings
     from fs_search.worker.embedded import CallOptions, run_call
 
     arguments: dict[str, object] = {"pattern": args.pattern}
@@ -151,15 +176,36 @@ async def _call(args: argparse.Namespace) -> int:
         arguments["path"] = args.path
     if getattr(args, "include", None) is not None:
         arguments["include"] = args.include
+    address = None
+    workspace = args.workspace or os.getcwd()
+    if args.workspace_id:
+        # Address mode: the server comes from where every Temporal tool finds it.
+        settings = connection_settings(
+            address=args.address, namespace=args.namespace, profile=args.profile
+        )
+        address = settings.get("target_host")
+        if not address:
+            raise UsageError(
+                f"--workspace-id {args.workspace_id} needs the Temporal server its worker "
+                "polls: give --address HOST:PORT, set TEMPORAL_ADDRESS (or --env-file PATH), "
+                "or configure a profile (--profile, TEMPORAL_CONFIG_FILE); to search a "
+                "directory here without a worker, give --workspace DIR instead"
+            )
+    else:
+        _require_directory("--workspace", workspace)
+        if not args.verbose:
+            # The in-process worker would log each failed call with its traceback; the
+            # call's `Error: ...` already says it (-v shows the worker's log).
+            logging.getLogger("temporalio.activity").setLevel(logging.ERROR)
     options = CallOptions(
         tool=args.command,
         arguments=arguments,
         cwd=args.cwd,
         spill=not args.no_spill,
-        workspace=args.workspace or os.getcwd(),
+        workspace=workspace,
         workspace_id=args.workspace_id,
         host=args.host,
-        address=args.address,
+        address=address,
         namespace=args.namespace,
         profile=args.profile,
         no_sample=getattr(args, "no_sample", False),

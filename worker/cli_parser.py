@@ -11,8 +11,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fs-search",
         description="ripgrep-backed glob and grep tools as Temporal activities.",
+        epilog=(
+            "Temporal connection: --address, else TEMPORAL_ADDRESS, else the envconfig profile "
+            "(--profile / TEMPORAL_PROFILE in TEMPORAL_CONFIG_FILE), as every Temporal tool. "
+            "`fs-search dev --env-file .fs-search.env` writes a local stack's settings; "
+            "`fs-search --env-file .fs-search.env grep ...` (or any command) reads them."
+        ),
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    env_file_arg(parser, default=None)
     sub = parser.add_subparsers(dest="command", required=True)
 
     w = sub.add_parser("worker", help="run the worker for one workspace, or for all on a host")
@@ -43,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--host-id",
         help="this host's id (default: FS_SEARCH_HOST_ID, then the host name)",
     )
-    connection_args(w)
+    connection_args(w, fallback=", then localhost:7233")
+    env_file_arg(w)
     mode = w.add_mutually_exclusive_group()
     mode.add_argument(
         "--sample-over-cap-glob-results",
@@ -87,13 +95,18 @@ def build_parser() -> argparse.ArgumentParser:
         t.add_argument(
             "--workspace", help="embedded mode: the workspace (default: current directory)"
         )
-        t.add_argument("--workspace-id", help="address mode: the worker's workspace id")
+        t.add_argument(
+            "--workspace-id",
+            help="address mode: the worker's workspace id (needs a Temporal address: "
+            "--address, TEMPORAL_ADDRESS or a profile)",
+        )
         t.add_argument(
             "--host",
             help="address mode: the host serving the workspace on fs-search-host/<host> "
             "(a worker run with --queues host|both)",
         )
         connection_args(t)
+        env_file_arg(t)
 
     d = sub.add_parser(
         "dev", help="run a local stack: Temporal dev server + UI, SeaweedFS S3, a worker"
@@ -101,6 +114,24 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--workspace", default=".", help="the directory searched (default: .)")
     d.add_argument("--workspace-id", help="queue id (default: derived from host and path)")
     d.add_argument("--data-dir", help="where S3 keeps its data (default: a temporary directory)")
+    d.add_argument(
+        "--port",
+        type=int,
+        help="Temporal's gRPC port (default: 7233, or a free port when 7233 is taken)",
+    )
+    d.add_argument(
+        "--ui-port",
+        type=int,
+        help="the Temporal UI's port (default: 8233, or a free port when 8233 is taken)",
+    )
+    d.add_argument(
+        "--env-file",
+        dest="write_env_file",
+        metavar="PATH",
+        help="write the callers' settings (TEMPORAL_ADDRESS, FS_SEARCH_*, AWS_*) there as "
+        "KEY=VALUE lines, for `fs-search --env-file PATH ...`, docker --env-file or "
+        "`set -a; . PATH`",
+    )
     d.add_argument(
         "--no-sample-over-cap-glob-results",
         dest="no_sample",
@@ -112,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     spill_sub = spill.add_subparsers(dest="spill_command", required=True)
     r = spill_sub.add_parser("read", help="print a page of a spill artifact")
     r.add_argument("locator")
+    env_file_arg(r)
     page = ReadSpillRequest.model_fields
     r.add_argument(
         "--offset", type=int, default=page["offset"].default, help=page["offset"].description
@@ -125,10 +157,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def connection_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--address", help="Temporal address HOST:PORT (default: TEMPORAL_ADDRESS)")
-    p.add_argument("--namespace", help="Temporal namespace (default: TEMPORAL_NAMESPACE)")
-    p.add_argument("--profile", help="temporalio envconfig profile")
+def connection_args(p: argparse.ArgumentParser, *, fallback: str = "") -> None:
+    p.add_argument(
+        "--address",
+        help="Temporal address HOST:PORT "
+        f"(default: TEMPORAL_ADDRESS, then the profile's{fallback})",
+    )
+    p.add_argument(
+        "--namespace", help="Temporal namespace (default: TEMPORAL_NAMESPACE, then the profile's)"
+    )
+    p.add_argument(
+        "--profile",
+        help="temporalio envconfig profile (default: TEMPORAL_PROFILE, then 'default') "
+        "in TEMPORAL_CONFIG_FILE or the user's Temporal config file",
+    )
+
+
+def env_file_arg(p: argparse.ArgumentParser, default: object = argparse.SUPPRESS) -> None:
+    # Before or after the command: a subcommand's option must not reset the global one.
+    p.add_argument(
+        "--env-file",
+        metavar="PATH",
+        default=default,
+        help="read KEY=VALUE lines (as `fs-search dev --env-file` writes them) into the "
+        "environment before anything else; variables already set win",
+    )
 
 
 def attach_regexp(argv: list[str]) -> list[str]:

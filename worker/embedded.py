@@ -2,27 +2,34 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.exceptions import FailureError
 from temporalio.runtime import Runtime
 from temporalio.worker import Worker
 
 from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.models import ToolResult
+from fs_search.activities.models import ErrorCode, ToolResult
 from fs_search.activities.storage import Storage, storage_for
 from fs_search.worker.app import build_activities, default_workspace_id, maintenance, new_worker
 from fs_search.worker.connect import TemporalUnreachable, connect
 from fs_search.worker.services import DevServer
 from fs_search.worker.telemetry import telemetry_from_env
-from fs_search.workflows.call import CallInput, FsSearchCallWorkflow
+from fs_search.workflows.call import CallInput, FsSearchCallWorkflow, execution_timeout
 from fs_search.workflows.plugin import FsSearchPlugin
 from fs_search.workflows.summaries import summary
+
+# How long Ctrl-C waits for the call's workflow to close (rg stopped) before leaving.
+CANCEL_WAIT = timedelta(seconds=5)
 
 
 @dataclass(frozen=True)
@@ -91,18 +98,36 @@ async def run_call(options: CallOptions) -> ToolResult:
                 plugins=[FsSearchPlugin(external_storage=storage_for(config))],
                 runtime=telemetry.runtime,
             )
-            return await _execute(client, call)
+            return await _execute(client, call, cancel_on_interrupt=True)
         config = embedded_config(options.no_sample)
         activities = await build_activities(
             config, options.workspace, workspace_id=call.workspace_id
         )
+        _announce(activities.workspace.root, call.workspace_id)
         async with embedded_temporal(activities.storage, runtime=telemetry.runtime) as client:
             worker = new_worker(client, activities, workspace_id=call.workspace_id)
+            # Ctrl-C here: leaving ``maintenance`` kills rg, and the server goes with us.
             async with maintenance(activities), worker:
-                return await _execute(client, call)
+                return await _execute(client, call, cancel_on_interrupt=False)
 
 
-async def _execute(client: Client, call: CallInput) -> ToolResult:
+def _announce(root: str, workspace_id: str) -> None:
+    """Say on stderr what an embedded call searches, and as which workspace id (a default
+    one is derived from the host and path: spill locators and traces carry it)."""
+    hint = (
+        "; TEMPORAL_ADDRESS is set: give --workspace-id to search a worker's workspace there"
+        if os.environ.get("TEMPORAL_ADDRESS")
+        else ""
+    )
+    print(
+        f"fs-search: searching {root} (workspace id {workspace_id}) on an embedded Temporal "
+        f"dev server{hint}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+async def _execute(client: Client, call: CallInput, *, cancel_on_interrupt: bool) -> ToolResult:
     # The CLI's own workflow runs in this process, on a private queue.
     queue = f"fs-search-cli/{uuid.uuid4()}"
     arguments = call.arguments
@@ -114,14 +139,56 @@ async def _execute(client: Client, call: CallInput) -> ToolResult:
     )
     async with Worker(client, task_queue=queue, workflows=[FsSearchCallWorkflow]):
         try:
-            return await client.execute_workflow(
+            handle = await client.start_workflow(
                 FsSearchCallWorkflow.run,
                 call,
                 id=f"fs-search-cli-{uuid.uuid4()}",
                 task_queue=queue,
                 static_summary=f"fs-search {text}",
+                execution_timeout=execution_timeout(call),
             )
         except RuntimeError as e:
             if "connect" in str(e).lower() or "transport" in str(e).lower():
                 raise TemporalUnreachable(str(e)) from e
             raise
+        try:
+            return await handle.result()
+        except asyncio.CancelledError:
+            # Ctrl-C (asyncio.run cancels this task): the search runs on a worker elsewhere,
+            # so stop it there before leaving. This process's worker runs the workflow's
+            # cancellation, hence the wait inside ``async with Worker``.
+            if cancel_on_interrupt:
+                await _cancel(handle)
+            raise
+        except WorkflowFailureError as e:
+            # Not a tool error (those are results): the workflow itself failed or timed out.
+            cause = e.cause.message if isinstance(e.cause, FailureError) else str(e)
+            return ToolResult.failure(
+                ErrorCode.SEARCH_FAILED, f"the call's workflow {handle.id} failed: {cause}"
+            )
+
+
+async def _cancel(handle: WorkflowHandle[Any, ToolResult]) -> None:
+    """Cancel the call's workflow and wait (at most CANCEL_WAIT) until it has closed: it
+    waits for its activity's cancellation, so then rg is gone."""
+
+    async def cancel_and_wait() -> None:
+        await handle.cancel()
+        with contextlib.suppress(WorkflowFailureError):
+            await handle.result()
+
+    try:
+        await asyncio.wait_for(cancel_and_wait(), CANCEL_WAIT.total_seconds())
+    except TimeoutError:
+        print(
+            f"fs-search: interrupted; workflow {handle.id} was asked to cancel and had not "
+            f"closed after {CANCEL_WAIT.total_seconds():.0f} s",
+            file=sys.stderr,
+        )
+    except Exception as e:  # noqa: BLE001 - report and leave: the user asked to stop
+        print(
+            f"fs-search: interrupted; cancelling workflow {handle.id} failed: {e}",
+            file=sys.stderr,
+        )
+    else:
+        print(f"fs-search: interrupted; workflow {handle.id} cancelled", file=sys.stderr)

@@ -10,7 +10,15 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from fs_search.activities.models import DEFAULT_TIMEOUT_MS, ToolResult
-    from fs_search.workflows.tools import DEFAULT_SCHEDULE_TO_START, FsSearchTools
+    from fs_search.workflows.tools import (
+        DEFAULT_QUEUE_TIMEOUT,
+        DEFAULT_SCHEDULE_TO_START,
+        FsSearchTools,
+    )
+
+# Beyond the call's queueing and search budgets: a retry after a worker died, the result's
+# way back. Past it the workflow is closed as timed out, whoever is still waiting.
+EXECUTION_MARGIN = timedelta(minutes=1)
 
 
 class CallInput(BaseModel):
@@ -26,6 +34,13 @@ class CallInput(BaseModel):
     schedule_to_start_ms: int | None = None
     # The host serving the workspace on its host queue (None: the workspace's own queue).
     host: str | None = None
+
+
+def execution_timeout(call: CallInput) -> timedelta:
+    """How long the call's workflow may run at most: the queueing budget, the call's own
+    budget and a margin. A caller that dies (Ctrl-C, a killed shell) never leaves it Running:
+    its private queue has no worker any more, and Temporal closes it at this timeout."""
+    return DEFAULT_QUEUE_TIMEOUT + timedelta(milliseconds=call.timeout_ms) + EXECUTION_MARGIN
 
 
 @workflow.defn(name="fs_search.Call")

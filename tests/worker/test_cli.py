@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -14,12 +17,26 @@ import pytest
 from tests.helpers import write_tree
 from tests.procs import FS_SEARCH, WorkerProcess
 
+# No Temporal settings from the machine's environment or the user's config file.
+NO_TEMPORAL_CONFIG = "/nonexistent/fs-search-tests/temporal.toml"
+
+
+def cli_env(env: dict | None = None) -> dict[str, str]:
+    """The environment of a CLI subprocess: the test's own settings only."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("FS_SEARCH_", "TEMPORAL_"))}
+    full["TEMPORAL_CONFIG_FILE"] = NO_TEMPORAL_CONFIG
+    full.update(env or {})
+    return full
+
 
 def cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 120):
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("FS_SEARCH_")}
-    full_env.update(env or {})
     return subprocess.run(
-        [FS_SEARCH, *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
+        [FS_SEARCH, *args],
+        cwd=cwd,
+        env=cli_env(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -201,3 +218,127 @@ def test_unreadable_tls_settings_exit_2():
         timeout=30,
     )
     assert p.returncode == 2 and "/nonexistent/cert.pem" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_embedded_mode_names_its_workspace_id_on_stderr(ws, tmp_path):
+    """An embedded call says on stderr which directory it searches and its default id."""
+    from fs_search.worker.app import default_workspace_id
+
+    p = cli(
+        "glob", "*.md", "--workspace", str(ws), env={"FS_SEARCH_SPILL_URL": f"file://{tmp_path}/s"}
+    )
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "notes.md\n"
+    wsid = default_workspace_id(ws)
+    assert f"fs-search: searching {ws} (workspace id {wsid})" in p.stderr
+
+
+def test_workspace_id_without_a_temporal_address_is_a_usage_error(ws):
+    """--workspace-id with no --address, TEMPORAL_ADDRESS or profile: one line, rc 2, no search."""
+    p = cli("grep", "TODO", "--workspace-id", "ws1", cwd=ws, timeout=30)
+    assert p.returncode == 2, p.stderr
+    assert p.stdout == ""
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("fs-search: --workspace-id ws1 needs"), lines
+    assert "TEMPORAL_ADDRESS" in lines[0] and "--address" in lines[0]
+    both = cli("grep", "TODO", "--workspace", str(ws), "--workspace-id", "ws1", timeout=30)
+    assert both.returncode == 2 and "exclusive" in both.stderr
+
+
+async def test_address_comes_from_temporal_address_a_profile_or_an_env_file(dev_env, ws, tmp_path):
+    """Address mode finds the server as Temporal tools do: TEMPORAL_ADDRESS, a profile, --env-file."""
+    address = dev_env.client.service_client.config.target_host
+    wsid = f"cli-{uuid.uuid4()}"
+    elsewhere = write_tree(tmp_path / "elsewhere", {"TODO.txt": "TODO not this one\n"})
+    worker = WorkerProcess(
+        ws, address, wsid, env={"FS_SEARCH_SPILL_URL": f"file://{tmp_path}/spill"}
+    )
+    config = tmp_path / "temporal.toml"
+    config.write_text(
+        f'[profile.default]\naddress = "127.0.0.1:1"\n[profile.dev]\naddress = "{address}"\n'
+    )
+    env_file = tmp_path / "dev.env"
+    env_file.write_text(f"# from fs-search dev\nexport TEMPORAL_ADDRESS={address}\n")
+    expected = "src/a.py:\n  Line 2: # TODO one\n\nsrc/b.py:\n  Line 1: # TODO two\n"
+    try:
+        for args, env in [
+            ((), {"TEMPORAL_ADDRESS": address}),
+            (("--profile", "dev"), {"TEMPORAL_CONFIG_FILE": str(config)}),
+            ((), {"TEMPORAL_CONFIG_FILE": str(config), "TEMPORAL_PROFILE": "dev"}),
+            (("--env-file", str(env_file)), {}),
+        ]:
+            p = cli("grep", "TODO", "--workspace-id", wsid, *args, cwd=elsewhere, env=env)
+            assert (p.returncode, p.stdout) == (0, expected), (args, env, p.stderr)
+            assert "embedded" not in p.stderr
+        # The command line wins over the environment, the environment over the file.
+        p = cli(
+            "--env-file", str(env_file), "grep", "TODO", "--workspace-id", wsid,
+            env={"TEMPORAL_ADDRESS": "127.0.0.1:1"}, timeout=60,
+        )  # fmt: skip
+        assert p.returncode == 3 and "cannot reach Temporal at 127.0.0.1:1" in p.stderr
+        p = cli(
+            "grep", "TODO", "--workspace-id", wsid, "--address", address,
+            env={"TEMPORAL_ADDRESS": "127.0.0.1:1"},
+        )  # fmt: skip
+        assert p.returncode == 0, p.stderr
+    finally:
+        assert worker.terminate(timeout=20) == 0
+
+
+async def test_unknown_namespace_is_one_line(dev_env):
+    """A namespace the server does not have is a settings error naming it (rc 2), not a traceback."""
+    address = dev_env.client.service_client.config.target_host
+    p = cli("grep", "x", "--address", address, "--workspace-id", "w", "--namespace", "no-such-ns")
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.strip().splitlines() == [
+        f"fs-search: Temporal namespace 'no-such-ns' does not exist on {address} "
+        "(--namespace, TEMPORAL_NAMESPACE or the profile's namespace)"
+    ]
+
+
+async def test_ctrl_c_in_address_mode_cancels_the_workflow_and_rg(dev_env, tmp_path):
+    """SIGINT: the CLI cancels its fs_search.Call workflow, waits for rg to die, exits 130."""
+    from temporalio.client import WorkflowExecutionStatus
+
+    from tests.helpers import sparse_file
+    from tests.procs import alive, wait_until
+
+    address = dev_env.client.service_client.config.target_host
+    ws = tmp_path / "ws"
+    sparse_file(ws / "huge.bin", gigabytes=200)  # rg reads it for its whole 30 s budget
+    wsid = f"cli-{uuid.uuid4()}"
+    worker = WorkerProcess(
+        ws, address, wsid, env={"FS_SEARCH_SPILL_URL": f"file://{tmp_path}/spill"}
+    )
+    try:
+        proc = subprocess.Popen(
+            [FS_SEARCH, "grep", "zzz", "--path", "huge.bin", "--workspace-id", wsid],
+            env=cli_env({"TEMPORAL_ADDRESS": address}),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            wait_until(lambda: worker.rg_processes(), timeout=60)
+            rgs = worker.rg_processes()
+            proc.send_signal(signal.SIGINT)
+            start = time.monotonic()
+            out, err = proc.communicate(timeout=30)
+            took = time.monotonic() - start
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert proc.returncode == 130, err
+        assert took < 5 + 3, took  # the CLI waits at most 5 s (margin: a loaded machine)
+        assert "Traceback" not in err and out == ""
+        wait_until(lambda: not alive(rgs), timeout=2)
+        workflow_id = re.search(r"workflow (fs-search-cli-[0-9a-f-]+) cancelled", err)
+        assert workflow_id, err
+        desc = await dev_env.client.get_workflow_handle(workflow_id[1]).describe()
+        assert desc.status == WorkflowExecutionStatus.CANCELED
+        # Never left Running, whoever stops waiting for it: it has an execution timeout.
+        timeout = desc.raw_description.execution_config.workflow_execution_timeout
+        assert 0 < timeout.ToSeconds() <= 10 * 60
+    finally:
+        assert worker.terminate(timeout=20) == 0
