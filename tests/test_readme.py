@@ -34,6 +34,7 @@ PUBLIC_MODULES = (
     "fs_search.worker.testing",
     "fs_search.workflows.openai_agents",
     "fs_search.workflows.pydantic_ai",
+    "fs_search.workflows.google_genai",
 )
 
 
@@ -69,9 +70,11 @@ def test_readme_has_the_snippets_this_test_runs():
         "test_openai_search_agent",
         "pydantic_search_agent",
         "test_pydantic_search_agent",
+        "gemini_search_agent",
+        "test_gemini_search_agent",
     ]
     assert len(script_snippets()) == 2
-    assert len(snippets()) == 8
+    assert len(snippets()) == 10
 
 
 @pytest.mark.parametrize("index", range(len(snippets())))
@@ -121,6 +124,7 @@ async def test_file_snippets_run_their_tests(snippet_dir, tmp_path):
         "test_my_agent_with_canned_answers",
         "test_openai_agent_searches_the_workspace",
         "test_pydantic_agent_searches_the_workspace",
+        "test_gemini_agent_searches_the_workspace",
     ]
 
 
