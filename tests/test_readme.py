@@ -35,6 +35,7 @@ PUBLIC_MODULES = (
     "fs_search.workflows.openai_agents",
     "fs_search.workflows.pydantic_ai",
     "fs_search.workflows.google_genai",
+    "fs_search.workflows.agent_harness",
 )
 
 
@@ -72,9 +73,11 @@ def test_readme_has_the_snippets_this_test_runs():
         "test_pydantic_search_agent",
         "gemini_search_agent",
         "test_gemini_search_agent",
+        "harness_search_agent",
+        "test_harness_search_agent",
     ]
     assert len(script_snippets()) == 2
-    assert len(snippets()) == 10
+    assert len(snippets()) == 12
 
 
 @pytest.mark.parametrize("index", range(len(snippets())))
@@ -125,6 +128,7 @@ async def test_file_snippets_run_their_tests(snippet_dir, tmp_path):
         "test_openai_agent_searches_the_workspace",
         "test_pydantic_agent_searches_the_workspace",
         "test_gemini_agent_searches_the_workspace",
+        "test_harness_agent_searches_the_workspace",
     ]
 
 
