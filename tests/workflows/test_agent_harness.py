@@ -18,6 +18,7 @@ from typing import Any
 
 from agents import ModelResponse
 from pydantic_ai import Tool
+from pydantic_ai.durable_exec.temporal import PydanticAIPlugin
 from temporal_agent_harness.ai_sdks.pydantic_ai_harness import as_pydantic_ai_tools
 from temporal_agent_harness.harness.agent_client import AgentClient
 from temporal_agent_harness.harness.agent_protocol import AgentConfig, AgentEvent, AgentEventType
@@ -33,6 +34,7 @@ from fs_search.workflows.agent_harness import harness_tools, instructions
 from tests.helpers import sparse_file, write_tree
 from tests.procs import alive, group
 from tests.workflows.agent_frameworks import gone_within, wait_for_rg
+from tests.workflows.agent_harness_pydantic_workflows import HarnessPydanticSearchAgent
 from tests.workflows.agent_harness_workflows import HarnessSearchAgent, SearchSession
 
 # FsSearchTools' default heartbeat timeout.
@@ -273,3 +275,57 @@ def test_a_missing_harness_names_the_extra_to_install():
     assert name.startswith("temporal_agent_harness")
     assert message.startswith("fs_search.workflows.agent_harness needs the agent-harness extra")
     assert 'pip install "fs-search[agent-harness]"' in message
+
+
+async def test_the_same_turn_through_the_pydantic_ai_adapter(
+    dev_env, payload_dir, make_activities, tmp_path: Path
+):
+    """Through the harness's pydantic-ai adapter (a per-run toolset running in workflow code):
+    the catalogue's schemas verbatim, no approval, tool events per call, Error: text read."""
+    ws = write_tree(tmp_path / "ws", {"a.py": "needle = 1\n", "b/c.py": "x\n"})
+    wsid = f"ws-{uuid.uuid4()}"
+    acts = await make_activities(ws)
+    queue = f"harness-{uuid.uuid4()}"
+    client = await Client.connect(
+        dev_env.client.service_client.config.target_host,
+        namespace=dev_env.client.namespace,
+        plugins=[
+            PydanticAIPlugin(),
+            FsSearchPlugin(spill_url=f"file://{payload_dir}", getenv=lambda _: None),
+            AgentHarnessPlugin(),
+        ],
+    )
+    calls = [
+        ["grep", {"pattern": "needle"}],
+        ["grep", {"pattern": "("}],
+        ["glob", {"pattern": "*.py"}],
+    ]
+    async with (
+        new_worker(dev_env.client, acts, workspace_id=wsid),
+        Worker(client, task_queue=queue, workflows=[HarnessPydanticSearchAgent]),
+    ):
+        wf_id = f"session-{uuid.uuid4()}"
+        await client.start_workflow(
+            HarnessPydanticSearchAgent.__name__,
+            args=[AgentConfig(), SearchSession(workspace_id=wsid)],
+            id=wf_id,
+            task_queue=queue,
+        )
+        stream = await AgentClient(client, wf_id).send_message(
+            "ask", {"calls": calls}, on_item=lambda item, _: item, timeout=90
+        )
+        events: list[AgentEvent] = [item async for item in stream]  # type: ignore[misc]
+
+    assert not _of(events, AgentEventType.TOOL_APPROVAL_REQUESTED)
+    assert [s.tool_name for s in _of(events, AgentEventType.TOOL_START)] == ["grep", "grep", "glob"]
+    [reply] = _of(events, AgentEventType.MESSAGE_HANDLER_END)
+    found, bad, listed = reply.output["tool_outputs"]
+    assert found == "a.py:\n  Line 1: needle = 1"
+    assert bad.startswith("Error: invalid pattern")
+    assert listed.splitlines() == ["a.py", "b/c.py"]
+    assert [e.tool_output for e in _of(events, AgentEventType.TOOL_END)] == [found, bad, listed]
+    specs = (await acts.tools()).tools
+    assert [(t["name"], t["description"], t["schema"]) for t in reply.output["tools"]] == [
+        (s.name, s.description, s.input_schema) for s in specs
+    ]
+    assert reply.output["instructions"] == f"{GLOB_PROMPT_HEAD}\n\n{GREP_PROMPT}"
