@@ -19,7 +19,8 @@ turn goes on, and ``tool_end`` carries that text).
 Cancelling the agent's workflow cancels the search, and the tool raises
 ``asyncio.CancelledError``: the harness's adapters turn any ``Exception`` of a tool into
 ``Tool '<name>' failed: ...`` for the model and carry on, which a cancelled workflow must not
-do. rg is dead when the tool returns (FsSearchTools waits for the cancellation).
+do. The harness closes the workflow as cancelled without waiting for the turn, so the worker
+kills rg when its next heartbeat learns of the cancellation (within the heartbeat timeout).
 
 When no worker answered the catalogue the tools are offered anyway (glob and grep as a worker
 describes them by default) and each call reads ``Error:`` text naming the workspace.
