@@ -60,9 +60,10 @@ HarnessTool = Callable[..., Awaitable[str]]
 def harness_tools(tools: FsSearchTools, catalogue: ToolsResult) -> list[HarnessTool]:
     """One inline harness tool per catalogue entry, marked inherently safe (read-only).
 
-    Pass the list to the harness's adapter: ``as_openai_agent_tools(runner, ...,
-    strict_json_schema=False)`` (strict schemas would make every optional argument required)
-    or ``as_pydantic_ai_tools(...)``. Each tool returns the call's text, ``Error: ...`` on
+    Pass the list to the harness's adapter: ``as_pydantic_ai_tools(...)`` (the catalogue's
+    schemas verbatim) or ``as_openai_agent_tools(runner, ..., strict_json_schema=False)``
+    (which builds every harness tool's schema strict, each argument listed as required,
+    whatever that flag says). Each tool returns the call's text, ``Error: ...`` on
     failure; it never raises but when the workflow is cancelled. A worker without rg offers
     no tools: the list is empty and a workflow warning says why. With no worker for the
     workspace, glob and grep are offered anyway and read ``Error:`` text naming it.
