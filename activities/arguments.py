@@ -185,6 +185,15 @@ class ToolArguments(BaseModel):
         except ValidationError as e:
             raise ArgumentProblem(cls._problem(e)) from None
 
+    def check(self) -> None:
+        """Refuse this request when it breaks the contract (every check of its model).
+
+        Raises:
+            ArgumentProblem: the first problem; ``errors.contract()`` answers it
+                INVALID_ARGUMENT.
+        """
+        type(self).checked(dict(self))
+
     def problem(self) -> str | None:
         """The first contract problem of this request, or None when it is acceptable."""
         try:

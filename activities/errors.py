@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Awaitable, Generator
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from fs_search.activities.models import ErrorCode, error_name
+from fs_search.activities.models import ArgumentProblem, ErrorCode, error_name
 
 if TYPE_CHECKING:
     from temporalio.exceptions import ApplicationError
@@ -66,23 +66,46 @@ class SearchError(Exception):
         )
 
 
-async def contract(work: Awaitable[T]) -> T:
-    """Run an activity body; every failure leaves as a contract ApplicationError.
+class contract(Generic[T]):  # noqa: N801 - read as a function: errors.contract(...)
+    """An activity body whose every failure leaves as a contract ApplicationError.
 
-    A cancellation passes through untouched: the caller's side maps it.
+    ``await contract(work)`` runs an awaitable; ``async with contract():`` a block. A
+    :class:`SearchError` keeps its code, an :class:`ArgumentProblem` (a request's checks,
+    ``req.check()``) is INVALID_ARGUMENT, anything else SEARCH_FAILED without its text. A
+    cancellation passes through untouched: the caller's side maps it.
     """
-    try:
-        return await work
-    except SearchError as e:
-        raise e.to_application_error() from None
-    except asyncio.CancelledError:
-        raise
-    except Exception as e:
-        log.exception("unexpected failure in a search activity")
+
+    def __init__(self, work: Awaitable[T] | None = None) -> None:
+        self._work = work
+
+    def __await__(self) -> Generator[Any, None, T]:
+        return self._run().__await__()
+
+    async def _run(self) -> T:
+        assert self._work is not None
+        async with self:
+            return await self._work
+        raise AssertionError("unreachable")  # pragma: no cover - __aexit__ always raises
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: Any
+    ) -> bool:
+        if error is None or isinstance(error, asyncio.CancelledError):
+            return False
+        if isinstance(error, ArgumentProblem):
+            raise invalid_argument(str(error)).to_application_error() from None
+        if isinstance(error, SearchError):
+            raise error.to_application_error() from None
+        if not isinstance(error, Exception):
+            return False
+        log.error("unexpected failure in a search activity", exc_info=error)
         # The exception's text may carry host detail (paths, endpoints): the log has it.
         raise SearchError(
             ErrorCode.SEARCH_FAILED,
-            f"the search failed unexpectedly ({type(e).__name__}); the worker log has details",
+            f"the search failed unexpectedly ({type(error).__name__}); the worker log has details",
         ).to_application_error() from None
 
 

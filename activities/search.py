@@ -1,41 +1,90 @@
-"""The four activities: glob and grep run the one pipeline over their specs; tools; read_spill."""
+"""The four activities. glob and grep each read top to bottom:
+
+check → resolve → rg → outcome → digest → spill → text → result,
+
+over plain shared steps (run rg; its outcome, confirmed in an empty directory; digest off
+the event loop; spill; the payload check); tools; read_spill.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from opentelemetry import trace
+from opentelemetry.trace import Span
 from temporalio import activity
 
+from fs_search.activities import command, digest, parse, render
+from fs_search.activities.beneath import Tree, empty_tree
 from fs_search.activities.catalogue import tools_and_prompts
-from fs_search.activities.checks import check_request
 from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.errors import contract, invalid_argument
-from fs_search.activities.executor import Executor
+from fs_search.activities.errors import (
+    PatternSuspect,
+    SearchError,
+    contract,
+    invalid_argument,
+    is_invalid_pattern,
+    pattern_error_message,
+    rg_outcome,
+)
+from fs_search.activities.executor import Executor, RgRun
 from fs_search.activities.models import (
     GLOB_ACTIVITY,
     GREP_ACTIVITY,
     READ_SPILL_ACTIVITY,
     TOOLS_ACTIVITY,
+    ErrorCode,
     GlobRequest,
     GlobResult,
+    GrepMatch,
     GrepRequest,
     GrepResult,
     ReadSpillRequest,
     ReadSpillResult,
+    SpillRef,
     ToolsRequest,
     ToolsResult,
 )
 from fs_search.activities.offload import Offload
 from fs_search.activities.paths import Workspace
-from fs_search.activities.pipeline import D, Pipeline, Req, Res, SearchSpec
 from fs_search.activities.progress import Progress, heartbeating
 from fs_search.activities.saving import Saver, spill_workspace
-from fs_search.activities.specs import GlobSpec, GrepSpec
 from fs_search.activities.storage import Storage
 from fs_search.activities.storage.attempt import time_left
 from fs_search.activities.telemetry import SearchTelemetry, mark_failed, outcome_of
+
+log = logging.getLogger(__name__)
+
+# Under a workspaces root, each further call a workspace has in flight runs rg this much
+# nicer (at most 19).
+NICE_STEP = 5
+# What a call keeps of its activity's start-to-close time for digesting, saving and
+# returning its result after rg: the workflow side schedules start-to-close as the
+# queueing budget + the call's budget + this.
+RESERVE_S = 5.0
+
+IGNORE_FILES_SKIPPED = (
+    "(ignore files were not applied: one in the workspace could not be read safely, "
+    "so files it would hide are included)"
+)
+
+
+def queue_budget_s(remaining_s: float | None, budget_s: float) -> float:
+    """How long a call may wait for a running slot beyond its own budget: what is left of
+    the activity's time after the budget and :data:`RESERVE_S` (0 when nothing is)."""
+    if remaining_s is None:
+        return 0.0
+    return max(0.0, remaining_s - budget_s - RESERVE_S)
+
+
+def budget_s(timeout_ms: int | None, *, cap_ms: int) -> float:
+    """A call's budget in seconds: the request's ``timeout_ms`` (checked positive by its
+    model) up to the worker's cap."""
+    return min(timeout_ms or cap_ms, cap_ms) / 1000
 
 
 @dataclass(frozen=True)
@@ -47,6 +96,15 @@ class RgStatus:
     reason: str | None = None
 
 
+@dataclass(frozen=True)
+class Call:
+    """One glob or grep call in flight: what its rg runs share."""
+
+    progress: Progress
+    budget_s: float
+    queue_s: float
+
+
 class SearchActivities:
     """glob, grep, tools and read_spill for one workspace.
 
@@ -54,10 +112,12 @@ class SearchActivities:
         config: validated settings.
         workspace: the tree this worker owns.
         executor: runs rg as killable process groups.
-        store: where over-cap results are saved in full.
+        storage: where over-cap results are saved in full, and large payloads go.
         rg: the probed rg binary (``path=None`` when unavailable).
         telemetry: spans and metrics (default: the global OpenTelemetry providers).
         offload: where rg output is digested (default: a thread).
+        nice_step: how much nicer each further call of this workspace in flight runs rg
+            (:data:`NICE_STEP` under a workspaces root; 0: never changed).
     """
 
     def __init__(
@@ -82,19 +142,11 @@ class SearchActivities:
         self.offload = offload or Offload(0)
         # Whose artifacts this worker writes and read_spill reads (saving.spill_workspace).
         self.spill_workspace = spill_workspace(self.telemetry.workspace_id, workspace.root)
-        self.pipeline = Pipeline(
-            config,
-            workspace,
-            executor=executor,
-            offload=self.offload,
-            saver=Saver(storage, self.telemetry, workspace=self.spill_workspace),
-            telemetry=self.telemetry,
-            rg_path=rg.path,
-            nice_step=nice_step,
-            key=self.telemetry.workspace_id,
-        )
-        self._glob = GlobSpec(config)
-        self._grep = GrepSpec(config)
+        self.saver = Saver(storage, self.telemetry, workspace=self.spill_workspace)
+        self.running = 0  # this workspace's glob and grep calls in flight
+        self.nice_step = nice_step
+        # Whose runs these are, for the executor's fair gate (one per workspace).
+        self.key = self.telemetry.workspace_id or str(workspace.root)
 
     def all(self) -> list[object]:
         """Every activity, for ``Worker(activities=...)``: all four are always registered."""
@@ -105,12 +157,158 @@ class SearchActivities:
     @activity.defn(name=GLOB_ACTIVITY)
     async def glob(self, req: GlobRequest) -> GlobResult:
         """Find files by glob pattern under the search root, oldest modified first."""
-        return await self._observed(self._glob, req)
+        async with self._call("glob", req) as call:
+            cfg = self.config
+            with self.workspace.opened(cwd=req.cwd, path=req.path, tool="glob") as (target, at):
+                with self._rg_span("glob", call.progress) as span:
+                    argv = command.for_glob(req.pattern, rg=self._rg_path())
+                    run = await self._run_rg(argv, at, call)
+                    span.set_attribute("fs_search.exit_code", run.returncode)
+                    # `rg --files` writes no closing message to look for: its exit code
+                    # decides; a pattern error is confirmed with the same argv.
+                    partial = await self._outcome(
+                        run,
+                        call,
+                        complete=True,
+                        clean_argv=argv,
+                        file_arg=target.file_arg,
+                        pattern=req.pattern,
+                    )
+            # Paged and (over the cap) rendered in full in one pass over the bytes.
+            got = await self._digest(
+                call,
+                digest.glob,
+                run.chunks,
+                target,
+                cap=cfg.glob_max_results,
+                sample=cfg.sample_over_cap_glob_results,
+                artifact=req.spill,
+                every=not req.spill,
+            )
+            ref, error, note = await self._spill("glob", call, got.artifact, req.spill)
+            with self._phase("render", call.progress):
+                text = render.glob_text(
+                    got.shown,
+                    got.page,
+                    total=got.total,
+                    root=target.root,
+                    spill=note,
+                    partial=partial,
+                )
+            if not req.spill:
+                await self.saver.ready_for(sum(len(p) + 4 for p in got.every or []) + len(text))
+            return GlobResult(
+                root=target.root,
+                paths=got.shown if req.spill else got.every or [],
+                total=got.total,
+                truncated=got.truncated,
+                sampled=got.page.sampled,
+                text=text,
+                spill=ref,
+                spill_error=error,
+                partial=partial,
+            )
 
     @activity.defn(name=GREP_ACTIVITY)
     async def grep(self, req: GrepRequest) -> GrepResult:
         """Search file contents; matching lines grouped by file."""
-        return await self._observed(self._grep, req)
+        async with self._call("grep", req) as call:
+            cfg = self.config
+            include = req.include if req.include and req.include.strip() else None
+            with self.workspace.opened(cwd=req.cwd, path=req.path, tool="grep") as (target, at):
+                rg = self._rg_path()
+
+                def argv(*, ignore_files: bool, file_arg: str | None) -> list[str]:
+                    return command.for_grep(
+                        req.pattern,
+                        rg=rg,
+                        include=include,
+                        file_arg=file_arg,
+                        threads=cfg.rg_threads,
+                        ignore_files=ignore_files,
+                    )
+
+                with self._rg_span("grep", call.progress) as span:
+                    run = await self._run_rg(
+                        argv(ignore_files=True, file_arg=target.file_arg), at, call
+                    )
+                    skipped = run.aborted or run.fifo_refused
+                    if skipped:
+                        # An ignore file the tree planted (huge, endless, a FIFO outside)
+                        # stopped rg: search again without ignore files, and say so.
+                        log.warning(
+                            "rg was stopped by an ignore file; searching again without them"
+                        )
+                        run = await self._run_rg(
+                            argv(ignore_files=False, file_arg=target.file_arg), at, call
+                        )
+                        if run.aborted:
+                            # Not an ignore file, then: rg holds each file's matches in
+                            # memory before writing them, and one file's were too many.
+                            raise SearchError(
+                                ErrorCode.SEARCH_RAW_OUTPUT_OVERFLOW,
+                                "the matches in one file needed more memory than rg may use "
+                                "on this worker (FS_SEARCH_RG_MEMORY_MB) and the search was "
+                                "stopped; narrow the pattern, path or include",
+                            )
+                    span.set_attribute("fs_search.exit_code", run.returncode)
+                    # A pattern error is confirmed with the same search and no file operand.
+                    partial = await self._outcome(
+                        run,
+                        call,
+                        complete=parse.ends_with_summary(run.chunks),
+                        clean_argv=argv(ignore_files=True, file_arg=None),
+                        file_arg=target.file_arg,
+                        pattern=req.pattern,
+                    )
+            got = await self._digest(
+                call,
+                digest.grep,
+                run.chunks,
+                target,
+                cap=cfg.grep_max_matches,
+                max_line_bytes=cfg.grep_max_line_bytes,
+                artifact=req.spill,
+                every=not req.spill,
+            )
+            ref, error, note = await self._spill("grep", call, got.artifact, req.spill)
+            with self._phase("render", call.progress):
+                text = render.grep_text(
+                    got.page, total=got.total, files=got.files, spill=note, partial=partial
+                )
+                if skipped:
+                    text = f"{text}\n{IGNORE_FILES_SKIPPED}"
+            if req.spill:
+                matches = [
+                    GrepMatch(
+                        path=line.path,
+                        line_number=line.line_number,
+                        line=line.text,
+                        line_truncated=line.truncated,
+                    )
+                    for line in got.page
+                ]
+            else:
+                await self.saver.ready_for(
+                    sum(len(p) + len(t) + 64 for p, lines in got.every or [] for _, t in lines)
+                    + len(text)
+                )
+                # Trusted values straight from the parser: skip per-match validation.
+                matches = [
+                    GrepMatch.model_construct(path=path, line_number=number, line=line)
+                    for path, lines in got.every or []
+                    for number, line in lines
+                ]
+            return GrepResult(
+                matches=matches,
+                total=got.total,
+                files=got.files,
+                truncated=got.truncated,
+                partial=partial,
+                text=text,
+                spill=ref,
+                spill_error=error,
+            )
 
     @activity.defn(name=TOOLS_ACTIVITY)
     async def tools(self, req: ToolsRequest | None = None) -> ToolsResult:
@@ -148,7 +346,7 @@ class SearchActivities:
         """A page of a spill artifact of this workspace's, in this worker's store."""
 
         async def run() -> ReadSpillResult:
-            check_request(req)
+            req.check()
             await self._ours(req)
             return await self.store.read(
                 req.locator, offset=req.offset, limit=req.limit, workspace=self.spill_workspace
@@ -156,40 +354,165 @@ class SearchActivities:
 
         return await contract(run())
 
-    # --- the pipeline --------------------------------------------------------------
+    # --- the shared steps --------------------------------------------------------------
 
-    async def _observed(self, spec: SearchSpec[Req, D, Res], req: Req) -> Res:
-        """Run a search pipeline: heartbeats, the activity span's attributes, metrics."""
+    @contextlib.asynccontextmanager
+    async def _call(
+        self, tool: Literal["glob", "grep"], req: GlobRequest | GrepRequest
+    ) -> AsyncIterator[Call]:
+        """One glob or grep call: the activity span's attributes, metrics, heartbeats,
+        the request's checks and budget; every failure leaves as a contract error."""
         progress = Progress(phase="checks")
         span = trace.get_current_span()
         span.set_attributes(
             {
-                "fs_search.tool": spec.name,
+                "fs_search.tool": tool,
                 "fs_search.workspace_id": self.telemetry.workspace_id,
                 **self.telemetry.pattern_attributes("pattern", req.pattern),
                 **self.telemetry.pattern_attributes("include", getattr(req, "include", None)),
             }
         )
         error: BaseException | None = None
+        self.running += 1
         try:
-            await contract(self._ours(req))
-            async with heartbeating(progress):
-                return await contract(
-                    self.pipeline.run(spec, req, progress, remaining_s=time_left())
-                )
+            async with contract(), heartbeating(progress):
+                await self._ours(req)
+                req.check()
+                budget = budget_s(req.timeout_ms, cap_ms=self.config.timeout_ms)
+                progress.budget_ms = round(budget * 1000)
+                yield Call(progress, budget, queue_budget_s(time_left(), budget))
         except BaseException as e:
             error = e
             mark_failed(span, e)
             raise
         finally:
+            self.running -= 1
             self.telemetry.record(
-                tool=spec.name,
+                tool=tool,
                 outcome=outcome_of(error),
                 started=progress.started,
                 raw_bytes=progress.raw_bytes,
             )
 
-    # --- helpers ---------------------------------------------------------------------
+    def _rg_path(self) -> str:
+        if self.rg.path is None:
+            raise SearchError(ErrorCode.SEARCH_FAILED, "ripgrep is not available on this worker")
+        return self.rg.path
+
+    async def _run_rg(self, argv: list[str], at: int, call: Call) -> RgRun:
+        """One rg run of the call: in its target, under its budget, reporting progress."""
+        return await self.executor.run(
+            argv,
+            cwd=at,
+            timeout_s=call.budget_s,
+            max_stdout=self.config.raw_output_max_bytes,
+            progress=call.progress,
+            tree=self.workspace.tree,
+            # rg's CPU niceness: 0 for a workspace's first call in flight, lower priority
+            # for each further one, so one workspace's flood yields the CPU to a quiet
+            # workspace. Only where workspaces share a process (``nice_step`` > 0): a
+            # single-workspace worker's concurrent calls all run at 0, sharing the cores.
+            nice=min(19, self.nice_step * max(0, self.running - 1)),
+            key=self.key,
+            queue_s=call.queue_s,
+        )
+
+    async def _outcome(
+        self,
+        run: RgRun,
+        call: Call,
+        *,
+        complete: bool,
+        clean_argv: list[str],
+        file_arg: str | None,
+        pattern: str,
+    ) -> bool:
+        """``partial``, or the contract error for rg's exit; rg's stderr is only logged.
+
+        ``complete``: rg's output ended as a finished search; ``clean_argv``: the same
+        search with no file operand, where a suspected pattern error is confirmed;
+        ``pattern``: the model's, which a pattern error quotes."""
+        if run.stderr.strip():
+            log.info(
+                "rg exit %d; stderr (not shown to the model): %r", run.returncode, run.stderr[:4096]
+            )
+        if run.fifo_refused:
+            raise SearchError(
+                ErrorCode.SEARCH_FAILED,
+                "rg was stopped: it waited on a FIFO (named pipe) in the workspace that "
+                "leads outside it; remove the FIFO",
+            )
+        try:
+            return rg_outcome(
+                run.returncode,
+                run.stderr,
+                produced_output=run.produced_output,
+                complete=complete,
+                file_arg=file_arg,
+            )
+        except PatternSuspect:
+            pass
+        # rg's complaint may come from an ignore file in the tree: only a run that sees
+        # nothing but the request (an empty directory) may be quoted to the model.
+        with empty_dir() as empty:
+            clean = await self.executor.run(
+                clean_argv,
+                cwd=empty.fd,
+                timeout_s=min(call.budget_s, 5.0),
+                max_stdout=64 * 1024,
+                tree=empty,
+            )
+        if clean.returncode == 2 and is_invalid_pattern(clean.stderr):
+            raise SearchError(
+                ErrorCode.SEARCH_INVALID_PATTERN,
+                pattern_error_message(clean.stderr, pattern=pattern),
+            )
+        raise SearchError(
+            ErrorCode.SEARCH_FAILED,
+            f"rg failed [exit={run.returncode}] before searching; the worker log has details",
+        )
+
+    async def _digest(
+        self, call: Call, job: Any, chunks: list[bytes], *args: Any, **kwargs: Any
+    ) -> Any:
+        """rg's output digested once rg is done (overflowing output is never parsed), off
+        the event loop: in a helper process when large, so concurrent searches use every
+        core. ``chunks`` is consumed."""
+        with self._phase("parse", call.progress):
+            try:
+                return await self.offload.run(job, chunks, *args, **kwargs)
+            except parse.MalformedOutput as e:
+                raise SearchError(
+                    ErrorCode.SEARCH_FAILED, f"malformed rg --json output: {e}"
+                ) from e
+
+    async def _spill(
+        self, tool: str, call: Call, artifact: str | None, wanted: bool
+    ) -> tuple[SpillRef | None, str | None, render.SpillNote | None]:
+        """The complete result saved when it is over the cap and the caller wants it."""
+        if not wanted or artifact is None:
+            return None, None, None
+        return await self.saver.spill(tool, call.progress, artifact)
+
+    @contextlib.contextmanager
+    def _rg_span(self, tool: str, progress: Progress) -> Iterator[Span]:
+        """The ``fs_search.rg`` span: exit code, raw bytes and outcome of the rg run."""
+        progress.phase = "rg"
+        with self.telemetry.span(
+            "fs_search.rg",
+            **{"fs_search.tool": tool, "fs_search.workspace_id": self.telemetry.workspace_id},
+        ) as span:
+            try:
+                yield span
+                span.set_attribute("fs_search.outcome", "ok")
+            finally:
+                span.set_attribute("fs_search.raw_bytes", progress.raw_bytes)
+
+    @contextlib.contextmanager
+    def _phase(self, name: str, progress: Progress) -> Iterator[Span]:
+        progress.phase = name
+        with self.telemetry.span(f"fs_search.{name}") as span:
+            yield span
 
     async def _ours(
         self, req: GlobRequest | GrepRequest | ReadSpillRequest | ToolsRequest | None
@@ -220,3 +543,9 @@ class SearchActivities:
                 f"memory {sandbox.memory_mb} MiB"
             )
         return f"none (no kernel confinement); memory {sandbox.memory_mb} MiB"
+
+
+def empty_dir() -> contextlib.AbstractContextManager[Tree]:
+    """Where a suspected pattern error is confirmed: a new empty directory, so rg sees no
+    tree there; removed as soon as the run is done, so no exit of the worker leaves it."""
+    return empty_tree("fs-search-empty-")

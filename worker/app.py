@@ -98,7 +98,7 @@ class Services:
         """The four activities over one workspace, sharing everything else.
 
         ``nice_step``: how much nicer rg runs for each further call of the workspace in
-        flight (a workspaces root uses ``pipeline.NICE_STEP``; 0: never changed)."""
+        flight (a workspaces root uses ``search.NICE_STEP``; 0: never changed)."""
         return SearchActivities(
             self.config,
             Workspace(workspace),

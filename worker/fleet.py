@@ -41,8 +41,7 @@ from temporalio.worker import (
 
 from fs_search.activities.arguments import ID_SYNTAX
 from fs_search.activities.models import host_queue_for, task_queue_for
-from fs_search.activities.pipeline import NICE_STEP
-from fs_search.activities.search import SearchActivities
+from fs_search.activities.search import NICE_STEP, SearchActivities
 from fs_search.activities.telemetry import INSTRUMENTATION
 from fs_search.worker.app import (
     MAX_HEARTBEAT_THROTTLE,
@@ -501,7 +500,7 @@ async def _stop(workspace_id: str, attached: _Attached, drain: float) -> None:
             await attached.running
         # Calls the host queue handed to it before it was detached finish first.
         deadline = time.monotonic() + drain
-        while attached.activities.pipeline.running and time.monotonic() < deadline:
+        while attached.activities.running and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
     except Exception as e:  # noqa: BLE001 - report and go on with the others
         log.warning("workspace %s stopped with an error: %s", workspace_id, e)

@@ -29,7 +29,7 @@ from fs_search.activities.loader import loader_files
 from fs_search.activities.models import GlobRequest, GrepRequest, GrepResult
 from fs_search.activities.sandbox import Sandbox, SandboxUnavailable, sandbox_for
 from fs_search.activities.sandbox_launch import landlock_abi
-from fs_search.activities.specs import IGNORE_FILES_SKIPPED
+from fs_search.activities.search import IGNORE_FILES_SKIPPED
 from tests.helpers import Fifo, Link, write_tree
 
 HAS_LANDLOCK = landlock_abi() > 0

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-import pytest
+import asyncio
 
+import pytest
+from temporalio.exceptions import ApplicationError
+
+from fs_search.activities.errors import contract
 from fs_search.activities.models import (
     MAX_PATTERN_BYTES,
     MAX_READ_SPILL_LINES,
     TOOL_ARGUMENTS,
     ArgumentProblem,
+    ErrorCode,
     GlobRequest,
     GrepArguments,
     GrepRequest,
@@ -153,3 +158,57 @@ def test_a_huge_number_is_refused_without_being_spelled_out():
     with pytest.raises(ArgumentProblem) as info:
         ReadSpillArguments.checked({"locator": "x", "offset": -(10**5000)})
     assert "about 5001 digits" in str(info.value) and "Exceeds the limit" not in str(info.value)
+
+
+# --- a request's check() and errors.contract(): INVALID_ARGUMENT in one step ------------
+
+
+async def invalid(call) -> str:
+    """The INVALID_ARGUMENT message ``call`` raises through ``errors.contract()``."""
+
+    async def body() -> None:
+        call()
+
+    with pytest.raises(ApplicationError) as info:
+        await contract(body())
+    assert info.value.type == ErrorCode.INVALID_ARGUMENT and info.value.non_retryable
+    return info.value.message
+
+
+@pytest.mark.parametrize("timeout_ms", [0, -1])
+async def test_a_non_positive_budget_is_an_argument_error(timeout_ms):
+    """timeout_ms must be positive: the request's check refuses it before any budget."""
+    req = GrepRequest(pattern="x", timeout_ms=timeout_ms)
+    assert "timeout_ms must be positive" in await invalid(req.check)
+
+
+async def test_an_argument_problem_is_invalid_argument_with_its_message():
+    """An ArgumentProblem becomes INVALID_ARGUMENT with that message; no problem passes."""
+
+    def refuse() -> None:
+        raise ArgumentProblem("blank pattern")
+
+    assert await invalid(refuse) == "blank pattern"
+    assert await contract(asyncio.sleep(0, "fine")) == "fine"
+
+
+@pytest.mark.parametrize(
+    "req",
+    [
+        GrepRequest.model_construct(pattern="x" * (33 * 1024)),
+        GrepRequest.model_construct(pattern="x", include="*" * 2048),
+        GlobRequest.model_construct(pattern="*", path="a\x00b"),
+        GlobRequest.model_construct(pattern="*", cwd="d" * 5000),
+        ReadSpillRequest.model_construct(locator="l" * 5000, offset=0, limit=10),
+    ],
+)
+async def test_oversized_or_nul_fields_are_refused(req):
+    """Fields over their limits, or holding NUL, are INVALID_ARGUMENT before anything runs."""
+    await invalid(req.check)
+
+
+def test_requests_within_limits_pass():
+    """Ordinary requests pass the size checks."""
+    GrepRequest(pattern="TODO", include="*.py", path="src", cwd=".").check()
+    GlobRequest(pattern="**/*.py").check()
+    ReadSpillRequest(locator="s3://b/p/x.grep.txt").check()

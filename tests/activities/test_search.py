@@ -13,7 +13,7 @@ from temporalio.testing import ActivityEnvironment
 
 from fs_search.activities.catalogue import GLOB_PROMPT_HEAD, GLOB_PROMPT_SAMPLED, GREP_PROMPT
 from fs_search.activities.models import GlobRequest, GrepRequest, ReadSpillRequest
-from fs_search.activities.pipeline import NICE_STEP
+from fs_search.activities.search import NICE_STEP, budget_s
 from tests.helpers import Fifo, Link, sparse_file, write_tree
 from tests.procs import alive, exe_of, group
 
@@ -676,9 +676,9 @@ async def test_each_further_call_of_a_workspace_runs_rg_nicer(tmp_path, make_act
     ws = tmp_path / "ws"
     sparse_file(ws / "huge.bin")
     plain = await make_activities(ws)
-    assert plain.pipeline.nice_step == 0  # a single-workspace worker never changes it
+    assert plain.nice_step == 0  # a single-workspace worker never changes it
     acts = await make_activities(ws)
-    acts.pipeline.nice_step = NICE_STEP  # as under --workspaces-root
+    acts.nice_step = NICE_STEP  # as under --workspaces-root
     env = ActivityEnvironment()
     calls = [
         asyncio.ensure_future(env.run(acts.grep, GrepRequest(pattern="x", path="huge.bin")))
@@ -699,3 +699,11 @@ async def test_each_further_call_of_a_workspace_runs_rg_nicer(tmp_path, make_act
         for call in calls:
             call.cancel()
         await asyncio.gather(*calls, return_exceptions=True)
+
+
+@pytest.mark.parametrize(
+    ("timeout_ms", "expected"), [(None, 30.0), (500, 0.5), (30_000, 30.0), (90_000, 30.0)]
+)
+def test_budget_is_the_request_up_to_the_worker_cap(timeout_ms, expected):
+    """No timeout_ms means the cap; a smaller one wins; a larger one is capped."""
+    assert budget_s(timeout_ms, cap_ms=30_000) == expected
