@@ -12,8 +12,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from fs_search.activities.config import ConfigError, FsSearchConfig
-from fs_search.activities.errors import SearchError
-from fs_search.activities.models import (
+from fs_search.activities.contract import (
     GLOB_ACTIVITY,
     GREP_ACTIVITY,
     READ_SPILL_ACTIVITY,
@@ -33,17 +32,23 @@ from fs_search.activities.models import (
     ToolsResult,
     task_queue_for,
 )
+from fs_search.activities.errors import SearchError
 
 if TYPE_CHECKING:
     from fs_search.activities.search import SearchActivities
-    from fs_search.activities.storage import FileSpillStore, SpillStore, Storage, open_storage
-    from fs_search.activities.storage.s3 import S3SpillStore
+    from fs_search.activities.storage import (
+        FileSpillStore,
+        S3SpillStore,
+        SpillStore,
+        Storage,
+        open_storage,
+    )
 
 _LAZY = {
     "SearchActivities": "fs_search.activities.search",
     "SpillStore": "fs_search.activities.storage",
     "FileSpillStore": "fs_search.activities.storage",
-    "S3SpillStore": "fs_search.activities.storage.s3",
+    "S3SpillStore": "fs_search.activities.storage",
     "Storage": "fs_search.activities.storage",
     "open_storage": "fs_search.activities.storage",
 }

@@ -7,14 +7,14 @@ from typing import Any
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
-from fs_search.activities.arguments import (
+from fs_search.activities.contract import (
     MAX_READ_SPILL_LINES,
     GlobArguments,
     GrepArguments,
     ReadSpillArguments,
     ToolArguments,
+    ToolSpec,
 )
-from fs_search.activities.models import ToolSpec
 
 # The seed's guidance texts, verbatim.
 GLOB_PROMPT_SAMPLED = (

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, Self
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from fs_search.activities.contract import DEFAULT_TIMEOUT_MS
 
 ENV_PREFIX = "FS_SEARCH_"
 SPILL_URL_ENV = "FS_SEARCH_SPILL_URL"
@@ -19,10 +21,91 @@ class ConfigError(ValueError):
     """A setting is missing or invalid; the message names the key."""
 
 
-class FsSearchConfig(BaseModel):
-    """Every knob of a worker. Frozen; invalid values are refused at start-up."""
+# Defaults the storage settings own (the stores' own defaults are these).
+DEFAULT_SPILL_TTL_HOURS = 72.0
+# Results at least this large cross Temporal through external storage (the spill store's
+# bucket or directory) instead of the event history. Well under Temporal's 512 KiB warning
+# and 2 MiB limit.
+DEFAULT_PAYLOAD_THRESHOLD = 256 * 1024
+
+
+class StorageSettings(BaseModel):
+    """Where complete results go: the spill store and the payload store beside it.
+
+    What every user of the stores reads (the worker, ``FsSearchPlugin``, ``fs-search spill
+    read``), without a worker's other settings. Frozen; invalid values are refused.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    # What a ConfigError's message starts with.
+    _errors_begin: ClassVar[str] = ""
+
+    spill_url: str | None = None
+    s3_endpoint_url: str | None = None
+    spill_ttl_hours: float = Field(DEFAULT_SPILL_TTL_HOURS, gt=0)
+    payload_threshold_bytes: int = Field(DEFAULT_PAYLOAD_THRESHOLD, ge=1024, le=1536 * 1024)
+
+    @field_validator("spill_url")
+    @classmethod
+    def _spill_url(cls, url: str | None) -> str | None:
+        problem = spill_url_problem(url, endpoint_setting=S3_ENDPOINT_URL_ENV) if url else None
+        if problem:
+            raise ValueError(problem)
+        return url
+
+    @field_validator("s3_endpoint_url")
+    @classmethod
+    def _s3_endpoint_url(cls, url: str | None) -> str | None:
+        problem = endpoint_url_problem(url) if url else None
+        if problem:
+            raise ValueError(problem)
+        return url
+
+    @field_validator("payload_threshold_bytes", mode="before")
+    @classmethod
+    def _threshold(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                return int(value)
+            except ValueError:
+                raise ValueError("expected a number of bytes") from None
+        return value
+
+    @classmethod
+    def env_name(cls, key: str) -> str:
+        """The environment variable that sets ``key``."""
+        return f"{ENV_PREFIX}{key.upper()}"
+
+    @classmethod
+    def load(
+        cls,
+        *,
+        getenv: Callable[[str], str | None] = os.environ.get,
+        overrides: Mapping[str, Any] | None = None,
+    ) -> Self:
+        """Build the settings from the environment, with explicit overrides on top.
+
+        Raises:
+            ConfigError: a key is missing or invalid; the message names the key.
+        """
+        values: dict[str, Any] = {}
+        for key in cls.model_fields:
+            raw = getenv(cls.env_name(key))
+            if raw is not None and raw.strip() != "":
+                values[key] = raw.strip()
+        given = {k: v for k, v in (overrides or {}).items() if v is not None}
+        values.update(given)
+        try:
+            return cls.model_validate(values)
+        except ValidationError as e:
+            raise ConfigError(cls._errors_begin + _describe(e, overridden=set(given))) from None
+
+
+class FsSearchConfig(StorageSettings):
+    """Every knob of a worker (its :class:`StorageSettings` among them). Frozen; invalid
+    values are refused at start-up."""
+
+    _errors_begin: ClassVar[str] = "invalid fs-search configuration: "
 
     # No default: a deployment must choose how over-cap glob pages are selected.
     sample_over_cap_glob_results: bool
@@ -30,13 +113,7 @@ class FsSearchConfig(BaseModel):
     grep_max_matches: int = Field(250, ge=1)
     grep_max_line_bytes: int = Field(2000, ge=1)
     raw_output_max_bytes: int = Field(20_000_000, ge=1)
-    timeout_ms: int = Field(30_000, ge=1)
-    spill_url: str | None = None
-    s3_endpoint_url: str | None = None
-    spill_ttl_hours: float = Field(72.0, gt=0)
-    # Results at least this large cross Temporal through external storage (the spill
-    # store's bucket or directory) instead of the event history.
-    payload_threshold_bytes: int = Field(256 * 1024, ge=1024, le=1536 * 1024)
+    timeout_ms: int = Field(DEFAULT_TIMEOUT_MS, ge=1)
     trace_patterns: bool = False
     # An absolute path: a relative one would resolve against rg's cwd, the workspace.
     rg_path: str | None = Field(None, pattern=r"^/")
@@ -67,55 +144,10 @@ class FsSearchConfig(BaseModel):
     # host's one queue fs-search-host/<host-id> (requests name their workspace), or both.
     queues: Literal["workspace", "host", "both"] = "workspace"
 
-    @field_validator("spill_url")
-    @classmethod
-    def _spill_url(cls, url: str | None) -> str | None:
-        problem = spill_url_problem(url, endpoint_setting=S3_ENDPOINT_URL_ENV) if url else None
-        if problem:
-            raise ValueError(problem)
-        return url
-
-    @field_validator("s3_endpoint_url")
-    @classmethod
-    def _s3_endpoint_url(cls, url: str | None) -> str | None:
-        problem = endpoint_url_problem(url) if url else None
-        if problem:
-            raise ValueError(problem)
-        return url
-
     @property
     def accepted_searches(self) -> int:
         """Calls a worker process takes from Temporal at once (running or queued)."""
         return max(self.max_queued_searches, self.max_concurrent_searches)
-
-    @classmethod
-    def env_name(cls, key: str) -> str:
-        """The environment variable that sets ``key``."""
-        return f"{ENV_PREFIX}{key.upper()}"
-
-    @classmethod
-    def load(
-        cls,
-        *,
-        getenv: Callable[[str], str | None] = os.environ.get,
-        overrides: Mapping[str, Any] | None = None,
-    ) -> FsSearchConfig:
-        """Build the settings from the environment, with explicit overrides on top.
-
-        Raises:
-            ConfigError: a key is missing or invalid; the message names the key.
-        """
-        values: dict[str, Any] = {}
-        for key in cls.model_fields:
-            raw = getenv(cls.env_name(key))
-            if raw is not None and raw.strip() != "":
-                values[key] = raw.strip()
-        given = {k: v for k, v in (overrides or {}).items() if v is not None}
-        values.update(given)
-        try:
-            return cls.model_validate(values)
-        except ValidationError as e:
-            raise ConfigError(_describe(e, overridden=set(given))) from None
 
 
 def _describe(error: ValidationError, *, overridden: set[str]) -> str:
@@ -142,7 +174,7 @@ def _describe(error: ValidationError, *, overridden: set[str]) -> str:
             lines.append(f"{key}: {item['msg']} (got {got!r})")
         else:
             lines.append(f"{env} ({key}): {item['msg']} (got {got!r})")
-    return "invalid fs-search configuration: " + "; ".join(lines)
+    return "; ".join(lines)
 
 
 def spill_url_problem(url: str, *, endpoint_setting: str = S3_ENDPOINT_URL_ENV) -> str | None:

@@ -18,21 +18,10 @@ from opentelemetry import trace
 from opentelemetry.trace import Span
 from temporalio import activity
 
-from fs_search.activities import command, digest, parse, render
-from fs_search.activities.beneath import Tree, empty_tree
+from fs_search.activities import results, rg
 from fs_search.activities.catalogue import tools_and_prompts
 from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.errors import (
-    PatternSuspect,
-    SearchError,
-    contract,
-    invalid_argument,
-    is_invalid_pattern,
-    pattern_error_message,
-    rg_outcome,
-)
-from fs_search.activities.executor import Executor, RgRun
-from fs_search.activities.models import (
+from fs_search.activities.contract import (
     GLOB_ACTIVITY,
     GREP_ACTIVITY,
     READ_SPILL_ACTIVITY,
@@ -49,13 +38,12 @@ from fs_search.activities.models import (
     ToolsRequest,
     ToolsResult,
 )
-from fs_search.activities.offload import Offload
-from fs_search.activities.paths import Workspace
+from fs_search.activities.errors import SearchError, contract, invalid_argument
 from fs_search.activities.progress import Progress, heartbeating
-from fs_search.activities.saving import Saver, spill_workspace
-from fs_search.activities.storage import Storage
-from fs_search.activities.storage.attempt import time_left
+from fs_search.activities.rg import Executor, RgRun
+from fs_search.activities.storage import Saver, Storage, spill_workspace, time_left
 from fs_search.activities.telemetry import SearchTelemetry, mark_failed, outcome_of
+from fs_search.activities.workspace import Workspace
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +117,7 @@ class SearchActivities:
         storage: Storage,
         rg: RgStatus,
         telemetry: SearchTelemetry | None = None,
-        offload: Offload | None = None,
+        offload: results.Offload | None = None,
         nice_step: int = 0,
     ) -> None:
         self.config = config
@@ -139,7 +127,7 @@ class SearchActivities:
         self.store = storage.artifacts
         self.rg = rg
         self.telemetry = telemetry or SearchTelemetry(trace_patterns=config.trace_patterns)
-        self.offload = offload or Offload(0)
+        self.offload = offload or results.Offload(0)
         # Whose artifacts this worker writes and read_spill reads (saving.spill_workspace).
         self.spill_workspace = spill_workspace(self.telemetry.workspace_id, workspace.root)
         self.saver = Saver(storage, self.telemetry, workspace=self.spill_workspace)
@@ -161,23 +149,24 @@ class SearchActivities:
             cfg = self.config
             with self.workspace.opened(cwd=req.cwd, path=req.path, tool="glob") as (target, at):
                 with self._rg_span("glob", call.progress) as span:
-                    argv = command.for_glob(req.pattern, rg=self._rg_path())
+                    argv = rg.for_glob(req.pattern, rg=self._rg_path())
                     run = await self._run_rg(argv, at, call)
                     span.set_attribute("fs_search.exit_code", run.returncode)
                     # `rg --files` writes no closing message to look for: its exit code
                     # decides; a pattern error is confirmed with the same argv.
-                    partial = await self._outcome(
+                    partial = await rg.settle(
                         run,
-                        call,
+                        self.executor,
                         complete=True,
                         clean_argv=argv,
                         file_arg=target.file_arg,
                         pattern=req.pattern,
+                        budget_s=call.budget_s,
                     )
             # Paged and (over the cap) rendered in full in one pass over the bytes.
             got = await self._digest(
                 call,
-                digest.glob,
+                results.glob,
                 run.chunks,
                 target,
                 cap=cfg.glob_max_results,
@@ -187,7 +176,7 @@ class SearchActivities:
             )
             ref, error, note = await self._spill("glob", call, got.artifact, req.spill)
             with self._phase("render", call.progress):
-                text = render.glob_text(
+                text = results.glob_text(
                     got.shown,
                     got.page,
                     total=got.total,
@@ -216,12 +205,12 @@ class SearchActivities:
             cfg = self.config
             include = req.include if req.include and req.include.strip() else None
             with self.workspace.opened(cwd=req.cwd, path=req.path, tool="grep") as (target, at):
-                rg = self._rg_path()
+                binary = self._rg_path()
 
                 def argv(*, ignore_files: bool, file_arg: str | None) -> list[str]:
-                    return command.for_grep(
+                    return rg.for_grep(
                         req.pattern,
-                        rg=rg,
+                        rg=binary,
                         include=include,
                         file_arg=file_arg,
                         threads=cfg.rg_threads,
@@ -253,17 +242,18 @@ class SearchActivities:
                             )
                     span.set_attribute("fs_search.exit_code", run.returncode)
                     # A pattern error is confirmed with the same search and no file operand.
-                    partial = await self._outcome(
+                    partial = await rg.settle(
                         run,
-                        call,
-                        complete=parse.ends_with_summary(run.chunks),
+                        self.executor,
+                        complete=results.ends_with_summary(run.chunks),
                         clean_argv=argv(ignore_files=True, file_arg=None),
                         file_arg=target.file_arg,
                         pattern=req.pattern,
+                        budget_s=call.budget_s,
                     )
             got = await self._digest(
                 call,
-                digest.grep,
+                results.grep,
                 run.chunks,
                 target,
                 cap=cfg.grep_max_matches,
@@ -273,7 +263,7 @@ class SearchActivities:
             )
             ref, error, note = await self._spill("grep", call, got.artifact, req.spill)
             with self._phase("render", call.progress):
-                text = render.grep_text(
+                text = results.grep_text(
                     got.page, total=got.total, files=got.files, spill=note, partial=partial
                 )
                 if skipped:
@@ -417,61 +407,6 @@ class SearchActivities:
             queue_s=call.queue_s,
         )
 
-    async def _outcome(
-        self,
-        run: RgRun,
-        call: Call,
-        *,
-        complete: bool,
-        clean_argv: list[str],
-        file_arg: str | None,
-        pattern: str,
-    ) -> bool:
-        """``partial``, or the contract error for rg's exit; rg's stderr is only logged.
-
-        ``complete``: rg's output ended as a finished search; ``clean_argv``: the same
-        search with no file operand, where a suspected pattern error is confirmed;
-        ``pattern``: the model's, which a pattern error quotes."""
-        if run.stderr.strip():
-            log.info(
-                "rg exit %d; stderr (not shown to the model): %r", run.returncode, run.stderr[:4096]
-            )
-        if run.fifo_refused:
-            raise SearchError(
-                ErrorCode.SEARCH_FAILED,
-                "rg was stopped: it waited on a FIFO (named pipe) in the workspace that "
-                "leads outside it; remove the FIFO",
-            )
-        try:
-            return rg_outcome(
-                run.returncode,
-                run.stderr,
-                produced_output=run.produced_output,
-                complete=complete,
-                file_arg=file_arg,
-            )
-        except PatternSuspect:
-            pass
-        # rg's complaint may come from an ignore file in the tree: only a run that sees
-        # nothing but the request (an empty directory) may be quoted to the model.
-        with empty_dir() as empty:
-            clean = await self.executor.run(
-                clean_argv,
-                cwd=empty.fd,
-                timeout_s=min(call.budget_s, 5.0),
-                max_stdout=64 * 1024,
-                tree=empty,
-            )
-        if clean.returncode == 2 and is_invalid_pattern(clean.stderr):
-            raise SearchError(
-                ErrorCode.SEARCH_INVALID_PATTERN,
-                pattern_error_message(clean.stderr, pattern=pattern),
-            )
-        raise SearchError(
-            ErrorCode.SEARCH_FAILED,
-            f"rg failed [exit={run.returncode}] before searching; the worker log has details",
-        )
-
     async def _digest(
         self, call: Call, job: Any, chunks: list[bytes], *args: Any, **kwargs: Any
     ) -> Any:
@@ -481,14 +416,14 @@ class SearchActivities:
         with self._phase("parse", call.progress):
             try:
                 return await self.offload.run(job, chunks, *args, **kwargs)
-            except parse.MalformedOutput as e:
+            except results.MalformedOutput as e:
                 raise SearchError(
                     ErrorCode.SEARCH_FAILED, f"malformed rg --json output: {e}"
                 ) from e
 
     async def _spill(
         self, tool: str, call: Call, artifact: str | None, wanted: bool
-    ) -> tuple[SpillRef | None, str | None, render.SpillNote | None]:
+    ) -> tuple[SpillRef | None, str | None, results.SpillNote | None]:
         """The complete result saved when it is over the cap and the caller wants it."""
         if not wanted or artifact is None:
             return None, None, None
@@ -543,9 +478,3 @@ class SearchActivities:
                 f"memory {sandbox.memory_mb} MiB"
             )
         return f"none (no kernel confinement); memory {sandbox.memory_mb} MiB"
-
-
-def empty_dir() -> contextlib.AbstractContextManager[Tree]:
-    """Where a suspected pattern error is confirmed: a new empty directory, so rg sees no
-    tree there; removed as soon as the run is done, so no exit of the worker leaves it."""
-    return empty_tree("fs-search-empty-")

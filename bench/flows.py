@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from fs_search.activities.models import GrepRequest, GrepResult, ToolResult
+    from fs_search.activities.contract import GrepRequest, GrepResult, ToolResult
     from fs_search.workflows.tools import FsSearchTools
 
 NOOP_ACTIVITY = "bench.noop"

@@ -31,7 +31,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
 from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.models import GrepRequest, GrepResult, ToolResult
+from fs_search.activities.contract import GrepRequest, GrepResult, ToolResult
 from fs_search.activities.search import SearchActivities
 from fs_search.worker.app import build_activities, maintenance, new_worker
 from fs_search.worker.services import DevServer

@@ -93,11 +93,11 @@ def status_kb(pid: int, key: str) -> int:
 
 
 def digest_helpers(pid: int) -> list[int]:
-    """Pids of the digest helper processes ``pid`` started (``fs_search.activities.helper``)."""
+    """Pids of the digest helper processes ``pid`` started (``fs_search.activities.results._helper``)."""
     helpers: list[int] = []
     for child in psutil.Process(pid).children(recursive=True):
         try:
-            if "fs_search.activities.helper" in child.cmdline():
+            if "fs_search.activities.results._helper" in child.cmdline():
                 helpers.append(child.pid)
         except psutil.Error:
             continue

@@ -27,7 +27,7 @@ from flows import Call, CallsWorkflow, CancelOneWorkflow, NoopWorkflow, Spec
 from harness import Env, child_worker
 from stats import RowResult, Target, median, percentile, spread
 
-from fs_search.activities.models import ErrorCode, GlobResult, GrepResult, ToolResult
+from fs_search.activities.contract import ErrorCode, GlobResult, GrepResult, ToolResult
 from fs_search.workflows.tools import DEFAULT_SCHEDULE_TO_START
 
 Sample = Callable[[], Awaitable[float]]

@@ -34,7 +34,7 @@ from temporalio.client import Client
 from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.worker import Worker
 
-from fs_search.activities.models import ToolResult
+from fs_search.activities.contract import ToolResult
 from fs_search.worker.processes import ManagedProcess, free_port, tail_of
 from fs_search.worker.services import DevServer
 from fs_search.workflows.call import CallInput, FsSearchCallWorkflow

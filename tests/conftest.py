@@ -17,7 +17,7 @@ from temporalio.testing import WorkflowEnvironment
 from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.search import SearchActivities
 from fs_search.activities.storage import FileSpillStore, Storage
-from fs_search.activities.storage.s3_client import client_kwargs
+from fs_search.activities.storage._s3_client import client_kwargs
 from fs_search.worker.app import build_activities
 from fs_search.worker.binaries import require_binary
 from fs_search.worker.services import SeaweedS3

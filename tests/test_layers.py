@@ -1,5 +1,5 @@
-"""The layering contract in pyproject.toml has teeth: over a tree with one upward import it is
-broken. (Whether the project keeps it is a lint step of .ci/run: `.venv/bin/lint-imports`.)"""
+"""The import contracts in pyproject.toml have teeth: over a tree that breaks each one, each is
+broken. (Whether the project keeps them is a lint step of .ci/run: `.venv/bin/lint-imports`.)"""
 
 from __future__ import annotations
 
@@ -10,23 +10,33 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 
+# One leak per contract: an upward import, a private module read across its front, and
+# storage running rg.
+TREE = {
+    "activities": "",
+    "workflows": "",
+    "worker": "",
+    "activities/leak.py": "from fs_search.worker import app\n",
+    "activities/rg": "",
+    "activities/rg/_command.py": "",
+    "activities/results": "",
+    "activities/storage": "",
+    "activities/storage/spill.py": "from fs_search.activities import rg\n",
+    "activities/search.py": "from fs_search.activities.rg import _command\n",
+    "worker/app.py": "",
+}
 
-def test_the_contract_can_fail(tmp_path):
-    """The same contract over a tree with one upward import is broken (the check has teeth)."""
-    for package, body in {
-        "activities": "",
-        "workflows": "",
-        "worker": "",
-        "activities/leak.py": "from fs_search.worker import app\n",
-        "worker/app.py": "",
-    }.items():
+
+def test_each_contract_can_fail(tmp_path):
+    """The same contracts over a tree with one leak each are all broken (the check has teeth)."""
+    for package, body in TREE.items():
         name = package if package.endswith(".py") else f"{package}/__init__.py"
         path = tmp_path / "fs_search" / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(body)
     config = (ROOT / "pyproject.toml").read_text()
     start = config.index("[tool.importlinter]")
-    end = config.index("\n[tool.", start + 1)
+    end = config.index("\n[tool.", config.rindex("[[tool.importlinter.contracts]]"))
     (tmp_path / "pyproject.toml").write_text(config[start:end])
     p = subprocess.run(
         [str(LINT_IMPORTS), "--no-cache"],
@@ -38,3 +48,6 @@ def test_the_contract_can_fail(tmp_path):
     )
     assert p.returncode == 1, p.stdout + p.stderr
     assert "fs_search.activities.leak -> fs_search.worker" in p.stdout
+    assert "fs_search.activities.search -> fs_search.activities.rg._command" in p.stdout
+    assert "fs_search.activities.storage.spill -> fs_search.activities.rg" in p.stdout
+    assert "0 kept, 3 broken" in p.stdout, p.stdout

@@ -12,7 +12,7 @@ from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from fs_search.activities.catalogue import tools_and_prompts
-    from fs_search.activities.models import ToolResult, ToolsResult
+    from fs_search.activities.contract import ToolResult, ToolsResult
     from fs_search.workflows.tools import NON_RETRYABLE_ERROR_TYPES, FsSearchTools
 
 

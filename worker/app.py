@@ -18,17 +18,15 @@ from typing import Any, Protocol
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from fs_search.activities import command
 from fs_search.activities.config import FsSearchConfig
+from fs_search.activities.contract import host_queue_for, task_queue_for
 from fs_search.activities.errors import SearchError
-from fs_search.activities.executor import Executor, default_backstop
-from fs_search.activities.models import host_queue_for, task_queue_for
-from fs_search.activities.offload import Offload, default_processes
-from fs_search.activities.paths import Workspace
-from fs_search.activities.sandbox import sandbox_for
+from fs_search.activities.results import Offload, default_processes
+from fs_search.activities.rg import Executor, default_backstop, for_probe, sandbox_for
 from fs_search.activities.search import RgStatus, SearchActivities
 from fs_search.activities.storage import Storage, storage_for
 from fs_search.activities.telemetry import SearchTelemetry
+from fs_search.activities.workspace import Workspace
 from fs_search.worker.binaries import find_binary
 from fs_search.worker.host_queue import HostRouter
 from fs_search.worker.queue_owner import claim_queue, host_id_from_env, identity_for
@@ -58,9 +56,7 @@ async def probe_rg(executor: Executor, path: str | None) -> RgStatus:
     if path is None:
         return RgStatus(path=None, reason="ripgrep (rg) was not found on this worker")
     try:
-        run = await executor.run(
-            command.for_probe(rg=path), cwd="/", timeout_s=10, max_stdout=64 * 1024
-        )
+        run = await executor.run(for_probe(rg=path), cwd="/", timeout_s=10, max_stdout=64 * 1024)
     except SearchError as e:
         return RgStatus(path=None, reason=f"ripgrep is not available on this worker: {e}")
     if run.returncode != 0:

@@ -9,8 +9,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from fs_search.activities.config import ConfigError, FsSearchConfig
-from fs_search.activities.models import (
+from fs_search.activities.config import ConfigError, FsSearchConfig, StorageSettings
+from fs_search.activities.contract import (
     ArgumentProblem,
     ReadSpillRequest,
     ToolResult,
@@ -217,7 +217,7 @@ async def _call(args: argparse.Namespace) -> int:
 
 async def _spill_read(args: argparse.Namespace) -> int:
     from fs_search.activities.errors import SearchError
-    from fs_search.activities.render import read_spill_text
+    from fs_search.activities.results import read_spill_text
     from fs_search.activities.storage import storage_for
 
     try:
@@ -227,8 +227,7 @@ async def _spill_read(args: argparse.Namespace) -> int:
     except ArgumentProblem as e:
         print(f"Error: {e}", file=sys.stderr)
         return EXIT_TOOL_ERROR
-    config = FsSearchConfig.load(overrides={"sample_over_cap_glob_results": False})
-    storage = storage_for(config)
+    storage = storage_for(StorageSettings.load())
     try:
         page = await storage.artifacts.read(req.locator, offset=req.offset, limit=req.limit)
     except SearchError as e:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from fs_search.activities.models import MAX_READ_SPILL_LINES, ReadSpillRequest
+from fs_search.activities.contract import MAX_READ_SPILL_LINES, ReadSpillRequest
 
 
 def build_parser() -> argparse.ArgumentParser:

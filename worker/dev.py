@@ -10,8 +10,8 @@ from pathlib import Path
 import aioboto3
 
 from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.models import task_queue_for
-from fs_search.activities.storage.s3_client import client_kwargs
+from fs_search.activities.contract import task_queue_for
+from fs_search.activities.storage import client_kwargs
 from fs_search.worker.app import build_activities, default_workspace_id, run_until_signalled
 from fs_search.worker.connect import TemporalUnreachable, connect
 from fs_search.worker.env_file import EnvFileError, write_env_file

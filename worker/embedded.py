@@ -18,7 +18,7 @@ from temporalio.runtime import Runtime
 from temporalio.worker import Worker
 
 from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.models import ErrorCode, ToolResult
+from fs_search.activities.contract import ErrorCode, ToolResult
 from fs_search.activities.storage import Storage, storage_for
 from fs_search.worker.app import build_activities, default_workspace_id, maintenance, new_worker
 from fs_search.worker.connect import TemporalUnreachable, connect

@@ -39,8 +39,7 @@ from temporalio.worker import (
     WorkerTuner,
 )
 
-from fs_search.activities.arguments import ID_SYNTAX
-from fs_search.activities.models import host_queue_for, task_queue_for
+from fs_search.activities.contract import ID_SYNTAX, host_queue_for, task_queue_for
 from fs_search.activities.search import NICE_STEP, SearchActivities
 from fs_search.activities.telemetry import INSTRUMENTATION
 from fs_search.worker.app import (

@@ -18,8 +18,7 @@ from collections.abc import Callable
 
 from temporalio import activity
 
-from fs_search.activities.errors import SearchError, contract, invalid_argument
-from fs_search.activities.models import (
+from fs_search.activities.contract import (
     GLOB_ACTIVITY,
     GREP_ACTIVITY,
     READ_SPILL_ACTIVITY,
@@ -35,6 +34,7 @@ from fs_search.activities.models import (
     ToolsResult,
     host_queue_for,
 )
+from fs_search.activities.errors import SearchError, contract, invalid_argument
 from fs_search.activities.search import SearchActivities
 
 Lookup = Callable[[str], SearchActivities | None]

@@ -52,8 +52,8 @@ from dataclasses import dataclass
 
 from temporalio.client import Client
 
-from fs_search.activities.arguments import ID_SYNTAX
 from fs_search.activities.config import ConfigError, FsSearchConfig
+from fs_search.activities.contract import ID_SYNTAX
 from fs_search.activities.task_queues import (  # noqa: F401 - re-exported for the checks
     DESCRIBE_TIMEOUT,
     DESCRIBES,

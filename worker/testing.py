@@ -28,8 +28,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.errors import SearchError
-from fs_search.activities.models import (
+from fs_search.activities.contract import (
     GLOB_ACTIVITY,
     GREP_ACTIVITY,
     READ_SPILL_ACTIVITY,
@@ -46,6 +45,7 @@ from fs_search.activities.models import (
     host_queue_for,
     task_queue_for,
 )
+from fs_search.activities.errors import SearchError
 from fs_search.activities.storage import local_storage
 from fs_search.worker.app import build_activities, maintenance, new_worker
 from fs_search.worker.binaries import require_binary

@@ -15,7 +15,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from fs_search.activities.catalogue import tools_and_prompts
     from fs_search.activities.config import FsSearchConfig
-    from fs_search.activities.models import ToolsResult
+    from fs_search.activities.contract import ToolsResult
     from fs_search.workflows.tools import FsSearchTools, offered_specs
 
 log = logging.getLogger(__name__)

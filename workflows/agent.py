@@ -9,7 +9,7 @@ from temporalio import workflow
 from temporalio.client import Client, WorkflowHandle
 
 with workflow.unsafe.imports_passed_through():
-    from fs_search.activities.models import ToolResult, ToolsResult
+    from fs_search.activities.contract import ToolResult, ToolsResult
     from fs_search.workflows.tools import FsSearchTools
 
 

@@ -50,7 +50,7 @@ except ModuleNotFoundError as e:
     ) from e
 
 with workflow.unsafe.imports_passed_through():
-    from fs_search.activities.models import TOOL_ARGUMENTS, ToolSpec, ToolsResult
+    from fs_search.activities.contract import TOOL_ARGUMENTS, ToolSpec, ToolsResult
     from fs_search.workflows._unserved import offered, stand_in
     from fs_search.workflows.tools import FsSearchTools
 

@@ -9,7 +9,7 @@ from pydantic import BaseModel
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from fs_search.activities.models import DEFAULT_TIMEOUT_MS, ToolResult
+    from fs_search.activities.contract import DEFAULT_TIMEOUT_MS, ToolResult
     from fs_search.workflows.tools import (
         DEFAULT_QUEUE_TIMEOUT,
         DEFAULT_SCHEDULE_TO_START,

@@ -53,7 +53,7 @@ except ModuleNotFoundError as e:
     ) from e
 
 with workflow.unsafe.imports_passed_through():
-    from fs_search.activities.models import ToolSpec, ToolsResult
+    from fs_search.activities.contract import ToolSpec, ToolsResult
     from fs_search.workflows._unserved import offered, stand_in
     from fs_search.workflows.tools import FsSearchTools
 

@@ -22,17 +22,15 @@ from temporalio.worker import WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from fs_search.activities.config import (
-    S3_ENDPOINT_URL_ENV,
-    SPILL_URL_ENV,
     ConfigError,
+    StorageSettings,
     endpoint_url_problem,
     spill_url_problem,
 )
-from fs_search.activities.storage import DEFAULT_PAYLOAD_THRESHOLD, Storage, open_storage
+from fs_search.activities.storage import Storage, storage_for
 from fs_search.workflows.liveness import queue_liveness
 
 PLUGIN_NAME = "fs_search.FsSearchPlugin"
-THRESHOLD_ENV = "FS_SEARCH_PAYLOAD_THRESHOLD_BYTES"
 log = logging.getLogger(__name__)
 
 
@@ -129,14 +127,7 @@ def _storage(
     Raises:
         ConfigError: a URL names no store, or the threshold is not a number.
     """
-    threshold = payload_threshold
-    if threshold is None:
-        raw = (getenv(THRESHOLD_ENV) or "").strip()
-        try:
-            threshold = int(raw) if raw else DEFAULT_PAYLOAD_THRESHOLD
-        except ValueError:
-            raise ConfigError(f"{THRESHOLD_ENV}={raw!r}: expected a number of bytes") from None
-    # The arguments are checked here, so that errors name them; open_storage names the
+    # The arguments are checked here, so that errors name them; the settings name the
     # environment variables.
     problem = spill_url and spill_url_problem(spill_url, endpoint_setting="s3_endpoint_url=")
     if problem:
@@ -144,11 +135,15 @@ def _storage(
     problem = s3_endpoint_url and endpoint_url_problem(s3_endpoint_url)
     if problem:
         raise ConfigError(f"FsSearchPlugin(s3_endpoint_url={s3_endpoint_url!r}): {problem}")
-    return open_storage(
-        spill_url or getenv(SPILL_URL_ENV) or None,
-        s3_endpoint_url=s3_endpoint_url or getenv(S3_ENDPOINT_URL_ENV) or None,
-        payload_threshold=threshold,
+    settings = StorageSettings.load(
+        getenv=getenv,
+        overrides={
+            "spill_url": spill_url or None,
+            "s3_endpoint_url": s3_endpoint_url or None,
+            "payload_threshold_bytes": payload_threshold,
+        },
     )
+    return storage_for(settings)
 
 
 def _with_liveness(existing: Sequence[Callable[..., object]] | None) -> list[Callable[..., object]]:

@@ -43,7 +43,7 @@ except ModuleNotFoundError as e:
     ) from e
 
 with workflow.unsafe.imports_passed_through():
-    from fs_search.activities.models import ToolResult, ToolSpec, ToolsResult
+    from fs_search.activities.contract import ToolResult, ToolSpec, ToolsResult
     from fs_search.workflows.tools import (
         FsSearchTools,
         object_arguments,

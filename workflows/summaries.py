@@ -5,8 +5,8 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from fs_search.activities import render
-    from fs_search.activities.models import GlobRequest, GrepRequest, ReadSpillRequest
+    from fs_search.activities import results
+    from fs_search.activities.contract import GlobRequest, GrepRequest, ReadSpillRequest
 
 SUMMARY_MAX_BYTES = 200
 
@@ -14,7 +14,7 @@ SUMMARY_MAX_BYTES = 200
 def summary_of(req: GlobRequest | GrepRequest | ReadSpillRequest) -> str:
     """The activity summary of a request (see ``summary``)."""
     if isinstance(req, ReadSpillRequest):
-        return _fit(render.one_line(f"read_spill {req.locator}"))
+        return _fit(results.one_line(f"read_spill {req.locator}"))
     include = req.include if isinstance(req, GrepRequest) else None
     return summary(req.tool, req.pattern, req.path, include)
 
@@ -26,10 +26,10 @@ def summary(tool: str, pattern: str, path: str | None = None, include: str | Non
     """
     tail = ""
     if path:
-        tail += f" in {render.one_line(path)}"
+        tail += f" in {results.one_line(path)}"
     if include:
-        tail += f" ({render.one_line(include)})"
-    shown = render.one_line(pattern)
+        tail += f" ({results.one_line(include)})"
+    shown = results.one_line(pattern)
     text = f'{tool} "{shown}"{tail}'
     if len(text.encode("utf-8", "replace")) <= SUMMARY_MAX_BYTES:
         return text

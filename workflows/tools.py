@@ -21,8 +21,8 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from fs_search.activities import render
-    from fs_search.activities.models import (
+    from fs_search.activities import results
+    from fs_search.activities.contract import (
         DEFAULT_TIMEOUT_MS,
         GLOB_ACTIVITY,
         GREP_ACTIVITY,
@@ -327,7 +327,7 @@ class FsSearchTools:
         if isinstance(result, ToolResult):
             return result
         if isinstance(result, ReadSpillResult):
-            return ToolResult(text=render.read_spill_text(result), result=result)
+            return ToolResult(text=results.read_spill_text(result), result=result)
         return ToolResult(text=result.text, result=result)
 
     async def _execute(

@@ -1,14 +1,23 @@
-"""The storage seam: spill artifacts and Temporal payloads, ``file://`` or ``s3://``.
+"""Where complete results go: spill artifacts and Temporal payloads, ``file://`` or ``s3://``.
 
-``open_storage(url)`` / ``storage_for(config)`` give a :class:`Storage` with both halves;
-the backends' modules (``files``, ``s3``) are imported only when a URL needs them.
+``open_storage(url)`` / ``storage_for(settings)`` give a :class:`Storage` with both halves,
+the backend chosen from the URL in one place (``_storage``); the S3 backend's modules load
+only when a URL needs them (aioboto3 takes half a second to import). Private behind this
+front: the backends (``_files``, ``_s3``, ``_s3_client``), artifact keys and locators
+(``_keys``), the running attempt's time (``_attempt``, ``_deadline``) and saving
+(``_saving``: spills that never fail a search, the payload-store check).
 """
 
 from __future__ import annotations
 
-from fs_search.activities.storage.files import FileSpillStore, LocalDirectoryDriver
-from fs_search.activities.storage.keys import SpillFailed, SpillKey
-from fs_search.activities.storage.seam import (
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from fs_search.activities.storage._attempt import time_left
+from fs_search.activities.storage._files import FileSpillStore, LocalDirectoryDriver
+from fs_search.activities.storage._keys import SpillFailed, SpillKey
+from fs_search.activities.storage._saving import Saver, spill_workspace
+from fs_search.activities.storage._storage import (
     DEFAULT_PAYLOAD_THRESHOLD,
     PayloadDriver,
     SpillStore,
@@ -18,16 +27,39 @@ from fs_search.activities.storage.seam import (
     storage_for,
 )
 
+if TYPE_CHECKING:
+    from fs_search.activities.storage._s3 import S3PayloadDriver, S3SpillStore
+    from fs_search.activities.storage._s3_client import client_kwargs
+
+_LAZY = {
+    "S3PayloadDriver": "fs_search.activities.storage._s3",
+    "S3SpillStore": "fs_search.activities.storage._s3",
+    "client_kwargs": "fs_search.activities.storage._s3_client",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "DEFAULT_PAYLOAD_THRESHOLD",
     "FileSpillStore",
     "LocalDirectoryDriver",
     "PayloadDriver",
+    "S3PayloadDriver",
+    "S3SpillStore",
+    "Saver",
     "SpillFailed",
     "SpillKey",
     "SpillStore",
     "Storage",
+    "client_kwargs",
     "local_storage",
     "open_storage",
+    "spill_workspace",
     "storage_for",
+    "time_left",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fs_search.activities.catalogue import input_schema, tools_and_prompts
-from fs_search.activities.models import (
+from fs_search.activities.contract import (
     TOOL_ARGUMENTS,
     GlobArguments,
     GrepArguments,

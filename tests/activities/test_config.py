@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from fs_search.activities.config import ConfigError, FsSearchConfig
+from fs_search.activities.config import ConfigError, FsSearchConfig, StorageSettings
 
 
 def _env(values):
@@ -149,3 +149,18 @@ def test_good_spill_urls_load(url):
     """The forms the contract names pass the check."""
     env = {"FS_SEARCH_SAMPLE_OVER_CAP_GLOB_RESULTS": "true", "FS_SEARCH_SPILL_URL": url}
     assert FsSearchConfig.load(getenv=_env(env)).spill_url == url
+
+
+def test_storage_settings_are_the_stores_part_of_a_workers_settings():
+    """StorageSettings reads only the stores' keys (a worker's other settings, even invalid
+    ones, are not its business), validates them, and a worker's config is one."""
+    env = {"FS_SEARCH_SPILL_URL": "s3://b/p", "FS_SEARCH_TIMEOUT_MS": "nonsense"}
+    settings = StorageSettings.load(getenv=env.get)
+    assert settings.spill_url == "s3://b/p" and settings.payload_threshold_bytes == 256 * 1024
+    small = {"FS_SEARCH_PAYLOAD_THRESHOLD_BYTES": "12"}
+    with pytest.raises(ConfigError, match=r"^FS_SEARCH_PAYLOAD_THRESHOLD_BYTES \("):
+        StorageSettings.load(getenv=small.get)
+    config = FsSearchConfig.load(
+        getenv=lambda _: None, overrides={"sample_over_cap_glob_results": True}
+    )
+    assert isinstance(config, StorageSettings) and config.spill_ttl_hours == 72.0

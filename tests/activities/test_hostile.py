@@ -33,8 +33,7 @@ from temporalio.worker import Worker
 
 import fs_search.activities
 from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.executor import Executor
-from fs_search.activities.models import (
+from fs_search.activities.contract import (
     MAX_INCLUDE_BYTES,
     MAX_LOCATOR_BYTES,
     MAX_PATH_BYTES,
@@ -48,7 +47,8 @@ from fs_search.activities.models import (
     ReadSpillResult,
     ToolResult,
 )
-from fs_search.activities.sandbox import LAUNCHER, sandbox_for
+from fs_search.activities.rg._executor import Executor
+from fs_search.activities.rg._sandbox import LAUNCHER, sandbox_for
 from fs_search.activities.search import SearchActivities
 from fs_search.activities.storage import FileSpillStore, Storage
 from fs_search.worker.app import build_activities

@@ -23,9 +23,9 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from fs_search.activities.loader import loader_files
-from fs_search.activities.models import GlobRequest, GlobResult, GrepRequest, GrepResult
-from fs_search.activities.sandbox_launch import landlock_abi
+from fs_search.activities.contract import GlobRequest, GlobResult, GrepRequest, GrepResult
+from fs_search.activities.rg._launch import landlock_abi
+from fs_search.activities.rg._loader import loader_files
 from tests.helpers import Link, write_tree
 
 needs_landlock = pytest.mark.skipif(landlock_abi() == 0, reason="this kernel has no Landlock")

@@ -33,7 +33,7 @@ import asyncio, json, sys
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.models import GlobRequest, GrepRequest
+from fs_search.activities.contract import GlobRequest, GrepRequest
 from fs_search.activities.storage import local_storage
 from fs_search.worker.app import build_activities
 

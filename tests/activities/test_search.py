@@ -12,7 +12,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from fs_search.activities.catalogue import GLOB_PROMPT_HEAD, GLOB_PROMPT_SAMPLED, GREP_PROMPT
-from fs_search.activities.models import GlobRequest, GrepRequest, ReadSpillRequest
+from fs_search.activities.contract import GlobRequest, GrepRequest, ReadSpillRequest
 from fs_search.activities.search import NICE_STEP, budget_s
 from tests.helpers import Fifo, Link, sparse_file, write_tree
 from tests.procs import alive, exe_of, group

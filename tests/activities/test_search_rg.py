@@ -9,12 +9,12 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.executor import Executor, RgRun, default_backstop
-from fs_search.activities.models import ErrorCode, GlobRequest, GrepRequest
-from fs_search.activities.paths import Workspace
-from fs_search.activities.sandbox import Sandbox
+from fs_search.activities.contract import ErrorCode, GlobRequest, GrepRequest
+from fs_search.activities.rg._executor import Executor, RgRun, default_backstop
+from fs_search.activities.rg._sandbox import Sandbox
 from fs_search.activities.search import IGNORE_FILES_SKIPPED, RgStatus, SearchActivities
 from fs_search.activities.storage import FileSpillStore, Storage
+from fs_search.activities.workspace import Workspace
 from tests.helpers import Link, write_tree
 
 CONFIG = FsSearchConfig.load(

@@ -18,12 +18,12 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.models import GlobRequest, ReadSpillRequest
-from fs_search.activities.saving import UNLABELLED, spill_workspace
+from fs_search.activities.contract import GlobRequest, ReadSpillRequest
 from fs_search.activities.search import SearchActivities
 from fs_search.activities.storage import FileSpillStore, Storage
-from fs_search.activities.storage.s3 import S3SpillStore
-from fs_search.activities.storage.s3_client import MARKER, client_kwargs
+from fs_search.activities.storage._s3 import S3SpillStore
+from fs_search.activities.storage._s3_client import MARKER, client_kwargs
+from fs_search.activities.storage._saving import UNLABELLED, spill_workspace
 from fs_search.activities.telemetry import SearchTelemetry
 from fs_search.worker.app import build_services
 from tests.conftest import aws_session

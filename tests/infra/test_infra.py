@@ -24,11 +24,11 @@ from temporalio.api.common.v1 import Payload
 from temporalio.converter import StorageDriverStoreContext, StorageDriverWorkflowInfo
 from temporalio.envconfig import ClientConfig
 
-import fs_search.activities.storage.s3 as s3_module
+import fs_search.activities.storage._s3 as s3_module
 from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.models import task_queue_for
+from fs_search.activities.contract import task_queue_for
 from fs_search.activities.storage import SpillKey, open_storage
-from fs_search.activities.storage.s3 import S3SpillStore
+from fs_search.activities.storage._s3 import S3SpillStore
 from fs_search.worker.cli_parser import build_parser
 from fs_search.worker.queue_owner import HOST_ID_ENV
 

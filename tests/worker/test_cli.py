@@ -176,8 +176,8 @@ async def test_spill_read_pages_an_s3_artifact(s3, make_activities, tmp_path):
     """`fs-search spill read` pages through an S3 artifact and refuses foreign locators."""
     from temporalio.testing import ActivityEnvironment
 
-    from fs_search.activities.models import GlobRequest
-    from fs_search.activities.storage.s3 import S3SpillStore
+    from fs_search.activities.contract import GlobRequest
+    from fs_search.activities.storage._s3 import S3SpillStore
 
     prefix = f"cli-{uuid.uuid4().hex[:8]}"
     ws = write_tree(tmp_path / "ws", {f"f{i:02}.txt": "x" for i in range(10)})

@@ -14,7 +14,7 @@ from typing import Any
 
 from temporalio.worker import Worker
 
-from fs_search.activities.models import ErrorCode
+from fs_search.activities.contract import ErrorCode
 from tests.conftest import start_s3
 from tests.helpers import sparse_file, write_tree
 from tests.procs import WorkerProcess, alive, wait_until
@@ -280,7 +280,7 @@ async def test_helper_processes_die_with_a_killed_worker(dev_env, tmp_path):
         helpers = [
             p
             for p in psutil.Process(worker.pid).children(recursive=True)
-            if "fs_search.activities.helper" in " ".join(p.cmdline())
+            if "fs_search.activities.results._helper" in " ".join(p.cmdline())
         ]
         if len(helpers) == 2:
             break

@@ -20,7 +20,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.models import ErrorCode, task_queue_for
+from fs_search.activities.contract import ErrorCode, task_queue_for
 from fs_search.activities.storage import local_storage
 from fs_search.worker.app import build_services
 from fs_search.worker.fleet import Fleet, scan_root

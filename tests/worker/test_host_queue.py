@@ -17,7 +17,7 @@ from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
 from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.models import (
+from fs_search.activities.contract import (
     ErrorCode,
     GlobRequest,
     GrepRequest,

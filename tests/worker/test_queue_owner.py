@@ -24,7 +24,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from fs_search.activities.config import ConfigError
-from fs_search.activities.models import task_queue_for
+from fs_search.activities.contract import task_queue_for
 from fs_search.worker.queue_owner import (
     LIVE_S,
     QueueOwners,

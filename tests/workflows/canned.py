@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fs_search.activities.catalogue import tools_and_prompts
-from fs_search.activities.models import ToolResult, ToolsResult
+from fs_search.activities.contract import ToolResult, ToolsResult
 from fs_search.workflows import FsSearchTools
 
 

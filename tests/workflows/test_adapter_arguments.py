@@ -28,7 +28,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
-from fs_search.activities.models import ErrorCode, ToolResult
+from fs_search.activities.contract import ErrorCode, ToolResult
 from fs_search.workflows import openai_agents, pydantic_ai
 from fs_search.workflows.tools import parse_arguments
 from tests.workflows.argument_strategies import any_objects, arguments, dump, json_texts, nested

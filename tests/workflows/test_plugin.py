@@ -24,7 +24,7 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from fs_search.activities.config import ConfigError
-from fs_search.activities.models import ErrorCode, GrepResult
+from fs_search.activities.contract import ErrorCode, GrepResult
 from fs_search.activities.storage import LocalDirectoryDriver
 from fs_search.workflows.plugin import FsSearchPlugin
 from tests.workflows import sandbox_workflows

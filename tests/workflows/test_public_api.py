@@ -45,7 +45,7 @@ def test_workflow_front_loads_no_worker_side_code():
         "fs_search.workflows.plugin",
         "fs_search.activities.storage",
         "fs_search.activities.search",
-        "fs_search.activities.executor",
+        "fs_search.activities.rg._executor",
         "fs_search.worker",
         "opentelemetry.sdk",
         "aioboto3",

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from temporalio.worker import Worker
 
-from fs_search.activities.models import ErrorCode, ReadSpillResult
+from fs_search.activities.contract import ErrorCode, ReadSpillResult
 from fs_search.worker.testing import canned_activities, search_worker
 from fs_search.workflows import (
     FsSearchTools,

@@ -8,8 +8,7 @@ from temporalio import activity
 from temporalio.common import RetryPolicy
 from temporalio.worker import Worker
 
-from fs_search.activities.errors import SearchError
-from fs_search.activities.models import (
+from fs_search.activities.contract import (
     GLOB_ACTIVITY,
     GREP_ACTIVITY,
     ErrorCode,
@@ -19,6 +18,7 @@ from fs_search.activities.models import (
     GrepResult,
     task_queue_for,
 )
+from fs_search.activities.errors import SearchError
 from fs_search.workflows.tools import NON_RETRYABLE_ERROR_TYPES, FsSearchTools
 from tests.workflows.sandbox_workflows import OwnPolicyCall, OwnRetryPolicyWorkflow
 

@@ -8,14 +8,14 @@ from pathlib import Path
 from temporalio import activity
 from temporalio.worker import Worker
 
-from fs_search.activities.errors import SearchError
-from fs_search.activities.models import (
+from fs_search.activities.contract import (
     GREP_ACTIVITY,
     ErrorCode,
     GrepRequest,
     GrepResult,
     task_queue_for,
 )
+from fs_search.activities.errors import SearchError
 from fs_search.worker.testing import canned_activities, search_worker
 from fs_search.workflows.agent import AgentInput, ExampleAgentWorkflow, ToolCall
 from tests.helpers import write_tree
@@ -165,7 +165,7 @@ async def test_real_activities_in_process_for_tmp_path(ts_env, tmp_path: Path):
 
 async def test_canned_results(ts_env):
     """Canned results answer under the same activity names."""
-    from fs_search.activities.models import GlobResult
+    from fs_search.activities.contract import GlobResult
 
     wsid, queue = _ids()
     canned = GlobResult(

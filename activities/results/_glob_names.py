@@ -1,0 +1,206 @@
+"""Pure: a glob's ``rg --files --null`` output as one bytes blob of names, paged in bulk.
+
+Only the page's paths (and every path when asked) become ``str`` objects; the sample, the
+display paths and the spill artifact are computed over the blob, so memory stays a small
+multiple of rg's output whatever the tree's shape.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator
+
+from fs_search.activities.results import _text as render
+from fs_search.activities.workspace import SearchTarget
+
+# One name of ``rg --null`` output: its top-level directory with the '/' (captured) when it
+# has one; a name with no '/' is a file directly under the search root (captures b"").
+_NAME = re.compile(rb"(?:([^\0/]*/)[^\0]*|[^\0/]*)\0")
+# The NUL before a name with no '/'.
+_BEFORE_ROOT_FILE = re.compile(rb"\0(?=[^\0/]*\0)")
+# Names are scanned in windows of about this many bytes, bounding the objects alive at once.
+_WINDOW = 1 << 20
+# Top-level directories counted in one dict at most (about 100 bytes each).
+_MAX_KEYS = 1 << 18
+
+
+def blob(chunks: list[bytes]) -> bytes:
+    """rg's ``--null`` output as one blob of non-empty, NUL-terminated names."""
+    raw = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    if raw.startswith(b"\0") or b"\0\0" in raw:  # empty names: never from rg, never listed
+        raw = re.sub(rb"\0\0+", b"\0", raw).lstrip(b"\0")
+    return raw + b"\0" if raw and not raw.endswith(b"\0") else raw
+
+
+def listing(
+    names: bytes, target: SearchTarget, *, cap: int, sample: bool, every: bool
+) -> tuple[int, render.GlobPage, list[str], list[str] | None]:
+    """(total, page, the page's display paths, every display path when asked)."""
+    total = names.count(b"\0")
+    if sample and total > cap:
+        page, starts = _sampled(names, total, cap)
+    else:
+        page = render.GlobPage(indices=list(range(min(total, cap))), sampled=False)
+        starts = _starts(names, 0, b"\0", len(page.indices))
+    shown = [target.display(_name_at(names, start)) for start in starts]
+    paths = None
+    if every:
+        paths = _display_text(names.decode("utf-8", "replace"), target).split("\0")[:-1]
+    return total, page, shown, paths
+
+
+def _sampled(names: bytes, total: int, cap: int) -> tuple[render.GlobPage, list[int]]:
+    """The sampled page and where its names start.
+
+    Rounds take each group's next path, groups in order of first appearance, until the
+    cap; the page shows the groups in that order, each group's paths in list order. A
+    flat result (one path per group) is the head, not sampled. Groups are the entries
+    directly under the search root, told apart by their bytes.
+    Only directories are kept in a dict: rg lists each file once, so a file directly
+    under the root is a group of its own and is only counted.
+    """
+    dirs, groups = _groups(names, total, cap=cap)
+    root_files = dirs.pop(b"", 0)
+    if groups == total:  # flat: one path per entry, so the sample is the head
+        return render.GlobPage(indices=list(range(cap)), sampled=False), _starts(
+            names, 0, b"\0", cap
+        )
+    # Only the first `cap` groups (in order of first appearance) can get a path.
+    firsts = list(_dir_firsts(names, itertools.islice(dirs, cap)))
+    if root_files:
+        firsts = sorted(firsts + [(s, b"") for s in _root_file_starts(names, cap)])[:cap]
+    taken = _rounds([dirs[key] if key else 1 for _, key in firsts], cap)
+    members = [
+        _starts(names, first, b"\0" + key, n)
+        for (first, key), n in zip(firsts, taken, strict=True)
+        if n
+    ]
+    starts = [s for group in members for s in group]
+    index = _indices(names, starts)
+    page = render.GlobPage(
+        indices=[index[s] for s in starts],
+        sampled=True,
+        groups_reached=len(members),
+        groups_total=groups,
+    )
+    return page, starts
+
+
+def _groups(names: bytes, total: int, *, cap: int) -> tuple[Counter[bytes], int]:
+    """Paths per top-level directory (first appearance first; b"": files directly under
+    the root) and the number of groups.
+
+    Past ``_MAX_KEYS`` directories (and the cap) the counts stop, and only the first
+    ``cap`` directories are kept: with more groups than the cap, the first ``cap`` groups
+    get one path each whatever their sizes. The groups are then counted one hash
+    partition of the directories per pass, so memory stays bounded whatever the tree holds.
+    """
+    limit = max(cap, _MAX_KEYS)
+    dirs: Counter[bytes] = Counter()
+    for start, end in _windows(names):
+        dirs.update(_NAME.findall(names, start, end))
+        if len(dirs) > limit:
+            break
+    else:
+        return dirs, len(dirs) - (b"" in dirs) + dirs[b""]
+    dirs = Counter(dict(itertools.islice(dirs.items(), cap + 1)))  # b"" may be one of them
+    parts = -(-total // limit)
+    groups = 0
+    for part in range(parts):
+        seen: set[bytes] = set()
+        for start, end in _windows(names):
+            keys = _NAME.findall(names, start, end)
+            groups += keys.count(b"") if part == 0 else 0
+            seen.update(k for k in keys if k and hash(k) % parts == part)
+        groups += len(seen)
+    return dirs, groups
+
+
+def _rounds(sizes: list[int], cap: int) -> list[int]:
+    """Paths each group gives when rounds take one path per group, in order, until ``cap``."""
+    full = 0  # complete rounds: every group still holding a path gave one
+    while any(s > full for s in sizes) and sum(min(s, full + 1) for s in sizes) <= cap:
+        full += 1
+    taken = [min(s, full) for s in sizes]
+    left = cap - sum(taken)
+    for g, size in enumerate(sizes):  # the last, partial round
+        if left and size > full:
+            taken[g] += 1
+            left -= 1
+    return taken
+
+
+def _dir_firsts(names: bytes, keys: Iterable[bytes]) -> Iterator[tuple[int, bytes]]:
+    """Where each directory group (given in order of first appearance) first appears."""
+    at = 0
+    for key in keys:
+        at = 0 if names.startswith(key) else names.index(b"\0" + key, at) + 1
+        yield at, key
+
+
+def _root_file_starts(names: bytes, n: int) -> list[int]:
+    """Where the first ``n`` names with no '/' start."""
+    starts = [] if b"/" in names[: names.index(b"\0")] else [0]
+    found = (m.end() for m in _BEFORE_ROOT_FILE.finditer(names))
+    return starts + list(itertools.islice(found, n - len(starts)))
+
+
+def _starts(names: bytes, first: int, before: bytes, n: int) -> list[int]:
+    """``first`` and the starts of the names after it preceded by ``before``: ``n`` at most."""
+    starts = [first] if n else []
+    while len(starts) < n:
+        starts.append(names.index(before, starts[-1]) + 1)
+    return starts
+
+
+def _indices(names: bytes, starts: list[int]) -> dict[int, int]:
+    """Each name start's position in the list (NULs before it), counted in one pass."""
+    index, at, found = 0, 0, {}
+    for start in sorted(starts):
+        index += names.count(b"\0", at, start)
+        at = start
+        found[start] = index
+    return found
+
+
+def _windows(names: bytes) -> Iterator[tuple[int, int]]:
+    """(start, end) spans of about ``_WINDOW`` bytes, each ending just after a NUL."""
+    start = 0
+    while start < len(names):
+        end = names.index(b"\0", min(start + _WINDOW, len(names)) - 1) + 1
+        yield start, end
+        start = end
+
+
+def _name_at(names: bytes, start: int) -> str:
+    return names[start : names.index(b"\0", start)].decode("utf-8", "replace")
+
+
+def _display_text(text: str, target: SearchTarget) -> str:
+    """NUL-terminated names -> NUL-terminated display paths.
+
+    In bulk when the display is a fixed head joined to the name (the usual case).
+    """
+    head, mark, rest = target.display("\0").partition("\0")
+    if not mark or rest or text.startswith("./") or "\0./" in text:
+        return "".join([target.display(name) + "\0" for name in text.split("\0")[:-1]])
+    if not head or not text:
+        return text
+    # Every NUL but the last starts the next path. Reassigning drops the only reference to
+    # each copy as the next one is made, when the caller passes a temporary.
+    text = text.replace("\0", "\0" + head, text.count("\0") - 1)
+    return head + text
+
+
+def artifact(owned: list[bytes], target: SearchTarget) -> str:
+    """The glob spill artifact, every display path (one line each) in list order, built
+    from the names blob in bulk; ``owned`` holds the only reference to it, which is
+    dropped once decoded.
+
+    Each step replaces the previous copy, so at most two exist at once.
+    """
+    text = _display_text(owned.pop().decode("utf-8", "replace"), target)
+    text = render.one_line(text)
+    return text.replace("\0", "\n")

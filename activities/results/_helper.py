@@ -1,0 +1,66 @@
+"""A digest helper process: ``python -m fs_search.activities.results._helper``.
+
+Reads requests from stdin and writes answers to stdout, one at a time. A request is a
+length-prefixed pickle ``(job name, args, kwargs)`` followed by the raw rg output,
+length-prefixed and sent as is (no pickling of megabytes); the answer is a length-prefixed
+pickle ``("ok", result)`` or ``("error", exception)``. A helper runs only the functions
+registered in :data:`JOBS` (the pure digests of :mod:`fs_search.activities.results._digest`), looked
+up by name and called as ``job([raw], *args, **kwargs)``. It exits when stdin closes, so it
+never outlives the worker that started it.
+"""
+
+from __future__ import annotations
+
+import pickle
+import struct
+import sys
+from collections.abc import Callable
+from typing import Any, BinaryIO
+
+from fs_search.activities.results import _digest as digest
+
+HEADER = struct.Struct("!Q")
+
+
+def job_name(job: Callable[..., Any]) -> str:
+    """The name a job crosses the pipe as: its module and qualified name."""
+    return f"{job.__module__}.{job.__qualname__}"
+
+
+# The functions a helper may run, by name; nothing else from a request is ever called.
+JOBS: dict[str, Callable[..., Any]] = {job_name(job): job for job in (digest.grep, digest.glob)}
+
+
+def frame(value: object) -> bytes:
+    """A length-prefixed pickle."""
+    body = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    return HEADER.pack(len(body)) + body
+
+
+def _read_exactly(stream: BinaryIO, size: int) -> bytes | None:
+    data = stream.read(size)  # a buffered reader reads until it has `size` bytes or EOF
+    return data if len(data) == size else None
+
+
+def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
+    """Answer requests until stdin closes."""
+    while True:
+        header = _read_exactly(stdin, HEADER.size)
+        if header is None:
+            return
+        body = _read_exactly(stdin, HEADER.unpack(header)[0])
+        size = _read_exactly(stdin, HEADER.size)
+        raw = _read_exactly(stdin, HEADER.unpack(size)[0]) if size is not None else None
+        if body is None or raw is None:
+            return
+        name, args, kwargs = pickle.loads(body)
+        try:
+            answer: tuple[str, object] = ("ok", JOBS[name]([raw], *args, **kwargs))
+        except Exception as e:  # noqa: BLE001 - every failure goes back to the caller
+            answer = ("error", e)
+        stdout.write(frame(answer))
+        stdout.flush()
+
+
+if __name__ == "__main__":
+    serve(sys.stdin.buffer, sys.stdout.buffer)

@@ -1,0 +1,234 @@
+"""Run CPU-heavy digestion of rg output off the event loop, in helper processes when busy.
+
+Parsing is pure Python, so threads share one core (the GIL). When several large grep
+outputs are being digested at once, they go to helper processes instead
+(``python -I -m fs_search.activities.results._helper``, our own subprocesses, each in its own
+process group and gone when its stdin closes): concurrent searches then use every core
+while the worker's event loop keeps heartbeating and serving Temporal. Small outputs, a
+search running alone, and every glob stay in a thread, where the hop costs less than
+shipping the bytes.
+
+Helpers run isolated (``-I``: no PYTHONPATH, no user site, no script directory) in ``/``,
+so nothing in the worker's working directory (a workspace, say) can shadow a module they
+import.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import fcntl
+import functools
+import logging
+import os
+import pickle
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
+
+from fs_search.activities.results import _digest as digest
+from fs_search.activities.results._helper import HEADER, JOBS, frame, job_name
+
+log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+# Below this much raw output, a thread hop is cheaper than another process.
+PROCESS_THRESHOLD_BYTES = 512 * 1024
+# Jobs that always stay in a thread. A glob digest is bulk work on bytes (~0.1-0.4 s for
+# 20 MB): a helper saved no time under concurrency, and held the output and its artifact
+# several times over while shipping them.
+THREAD_JOBS: frozenset[Callable[..., Any]] = frozenset({digest.glob})
+# Allocations from this size are always served by mmap, so freeing them returns the memory.
+MMAP_THRESHOLD_BYTES = 1024 * 1024
+_M_MMAP_THRESHOLD = -3  # glibc's mallopt() parameter number
+
+
+def mmap_large_allocations(threshold: int = MMAP_THRESHOLD_BYTES) -> bool:
+    """Have glibc's malloc serve every allocation of ``threshold`` bytes or more with mmap.
+
+    By default glibc raises that threshold after the first large free (up to 32 MiB), so
+    later outputs, digests and artifacts come from the heap of whichever thread made them
+    and stay resident after they are freed: a digest in one thread and a spill in another
+    then held a large output several times over in RSS. Returns False where there is no
+    glibc ``mallopt`` (the setting is process-wide and harmless to repeat).
+    """
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, threshold))
+
+
+def default_processes() -> int:
+    """Helpers when none are configured: one per core up to 4; none on a single core."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return 0 if (cores or 1) < 2 else min(cores or 1, 4)
+
+
+class HelperDied(RuntimeError):
+    """A helper process went away mid-request."""
+
+
+class _Helper:
+    """One helper process and its pipes; answers one request at a time."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    @classmethod
+    async def start(cls) -> _Helper:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-I",
+            "-m",
+            "fs_search.activities.results._helper",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            cwd="/",
+            start_new_session=True,
+            limit=1024 * 1024,
+        )
+        for pipe in (proc.stdin, proc.stdout):
+            transport = getattr(pipe, "transport", None) or getattr(pipe, "_transport", None)
+            fileobj = transport.get_extra_info("pipe") if transport is not None else None
+            if fileobj is not None and hasattr(fcntl, "F_SETPIPE_SZ"):
+                with contextlib.suppress(OSError, ValueError):
+                    fcntl.fcntl(fileobj.fileno(), fcntl.F_SETPIPE_SZ, 1024 * 1024)
+        return cls(proc)
+
+    async def call(
+        self, name: str, chunks: list[bytes], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write(frame((name, args, kwargs)))
+            self.proc.stdin.write(HEADER.pack(sum(len(c) for c in chunks)))
+            self.proc.stdin.writelines(chunks)
+            await self.proc.stdin.drain()
+            header = await self.proc.stdout.readexactly(HEADER.size)
+            body = await self.proc.stdout.readexactly(HEADER.unpack(header)[0])
+        except (ConnectionError, asyncio.IncompleteReadError, BrokenPipeError) as e:
+            raise HelperDied(f"digest helper exited ({self.proc.returncode})") from e
+        status, value = pickle.loads(body)
+        if status == "error":
+            raise cast(BaseException, value)
+        return value
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+class Offload:
+    """Where digestion runs: a thread for small outputs, a helper process for large ones.
+
+    Creating one makes large allocations return to the OS when freed
+    (:func:`mmap_large_allocations`), so RSS follows what digests hold.
+
+    Args:
+        processes: helper processes at most (0: always a thread). They start on demand.
+        threshold: raw bytes from which work goes to a helper.
+    """
+
+    def __init__(self, processes: int, *, threshold: int = PROCESS_THRESHOLD_BYTES) -> None:
+        mmap_large_allocations()
+        self.processes = processes
+        self.threshold = threshold
+        self._idle: list[_Helper] = []
+        self._in_flight = 0
+        self._available: asyncio.Semaphore | None = None
+        self._all: set[_Helper] = set()
+
+    async def run(
+        self,
+        job: Callable[Concatenate[list[bytes], P], R],
+        chunks: list[bytes],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> R:
+        """``job(chunks, *args, **kwargs)``: in a helper for a large output, else a thread.
+
+        A helper runs only jobs registered in :data:`helper.JOBS` (found there by name);
+        any other job, and those in ``THREAD_JOBS``, always run in a thread. A lone job
+        stays in a thread even when large: shipping the output to another process only
+        pays off when digests would otherwise queue for the one core.
+        """
+        self._in_flight += 1
+        try:
+            local = functools.partial(job, chunks, *args, **kwargs)
+            name = job_name(job)
+            alone = self._in_flight <= 1
+            small = sum(len(c) for c in chunks) < self.threshold
+            if self.processes <= 0 or alone or small or job in THREAD_JOBS or name not in JOBS:
+                return await asyncio.to_thread(local)
+            return cast(R, await self._in_helper(local, name, chunks, args, kwargs))
+        finally:
+            self._in_flight -= 1
+
+    async def _in_helper(
+        self,
+        local: Callable[[], Any],
+        name: str,
+        chunks: list[bytes],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        """The job in an idle helper (one started if none); in a thread if that fails."""
+        if self._available is None:
+            self._available = asyncio.Semaphore(self.processes)
+        async with self._available:
+            helper = self._idle.pop() if self._idle else None
+            if helper is None:
+                try:
+                    helper = await _Helper.start()
+                except OSError as e:
+                    log.warning("cannot start a digest helper (%s); digesting in a thread", e)
+                    return await asyncio.to_thread(local)
+                self._all.add(helper)
+            try:
+                result = await helper.call(name, chunks, args, kwargs)
+            except HelperDied as e:
+                log.warning("%s; digesting in a thread instead", e)
+                self._discard(helper)
+                return await asyncio.to_thread(local)
+            except asyncio.CancelledError:
+                # Mid-request, its pipe holds a half-read answer: it cannot be reused.
+                self._discard(helper)
+                raise
+            except BaseException:
+                self._idle.append(helper)  # an error answered cleanly leaves it usable
+                raise
+            self._idle.append(helper)
+            return result
+
+    async def warm(self) -> None:
+        """Start the helpers ahead of the first large search (a worker calls this at start)."""
+        while len(self._all) < self.processes:
+            try:
+                helper = await _Helper.start()
+            except OSError as e:
+                log.warning("cannot start a digest helper (%s); large outputs use a thread", e)
+                return
+            self._all.add(helper)
+            self._idle.append(helper)
+
+    def _discard(self, helper: _Helper) -> None:
+        helper.kill()
+        self._all.discard(helper)
+
+    @property
+    def helper_pids(self) -> list[int]:
+        """Process ids of the running helpers."""
+        return [helper.proc.pid for helper in self._all]
+
+    def shutdown(self) -> None:
+        """Stop every helper process."""
+        for helper in list(self._all):
+            helper.kill()
+        self._all.clear()
+        self._idle.clear()

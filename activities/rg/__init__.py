@@ -1,0 +1,27 @@
+"""rg, run: its fixed argv, the confined process that runs it, and its exit mapped to the
+contract.
+
+Private behind this front: the argv (``_command``), the executor (``_executor``: process
+group, byte cap, deadline, kill on cancel), the sandbox and its stdlib-only launcher
+(``_sandbox``, ``_launch``, ``_loader``), the FIFO watch (``_fifo_watch``), the fair gate
+(``_gate``) and the outcome (``_outcome``).
+"""
+
+from __future__ import annotations
+
+from fs_search.activities.rg._command import for_glob, for_grep, for_probe
+from fs_search.activities.rg._executor import Executor, RgRun, default_backstop
+from fs_search.activities.rg._outcome import settle
+from fs_search.activities.rg._sandbox import Sandbox, sandbox_for
+
+__all__ = [
+    "Executor",
+    "RgRun",
+    "Sandbox",
+    "default_backstop",
+    "for_glob",
+    "for_grep",
+    "for_probe",
+    "sandbox_for",
+    "settle",
+]

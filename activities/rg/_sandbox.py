@@ -1,0 +1,116 @@
+"""How rg is confined: Landlock (when the kernel has it) and resource limits, via a launcher."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from fs_search.activities.config import ConfigError
+from fs_search.activities.rg._launch import landlock_abi
+from fs_search.activities.rg._loader import LoaderUnknown, loader_files
+
+log = logging.getLogger(__name__)
+
+LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_launch.py")
+# The launcher's exit code when it could not apply a restriction (rg did not run).
+LAUNCH_FAILED = 125
+# The launcher is stdlib-only: any of these can run it when the worker's own interpreter
+# cannot be executed again by its user (e.g. a venv linking into another user's home).
+_SYSTEM_PYTHONS = ("/usr/bin/python3", "/bin/python3", "/usr/local/bin/python3")
+
+
+def launcher_python() -> str:
+    """The interpreter that runs the launcher: this worker's, else the system's."""
+    for candidate in (sys.executable, *_SYSTEM_PYTHONS):
+        if candidate and os.path.isabs(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return sys.executable
+
+
+class SandboxUnavailable(ConfigError):
+    """``FS_SEARCH_SANDBOX=required`` on a kernel without Landlock (the worker will not start)."""
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """The restrictions every rg runs under.
+
+    Attributes:
+        landlock_abi: the kernel's Landlock ABI (0: no ruleset is applied).
+        memory_mb: rg's address-space limit.
+        loader: the files rg's dynamic loader opens (granted one by one, never their
+            directories).
+        python: the interpreter that runs the launcher (isolated mode, no site).
+    """
+
+    landlock_abi: int
+    memory_mb: int
+    loader: tuple[str, ...] = ()
+    python: str = field(default_factory=launcher_python)
+
+    @property
+    def name(self) -> Literal["landlock", "none"]:
+        """What ``fs_search.tools`` reports: ``"landlock"`` or ``"none"``."""
+        return "landlock" if self.landlock_abi else "none"
+
+    def wrap(self, argv: Sequence[str], *, readable: Sequence[int] = ()) -> list[str]:
+        """``argv`` run through the launcher: limited, and confined to reading beneath the
+        directories open as the (inherited) descriptors ``readable``."""
+        options = ["--memory-mb", str(self.memory_mb)]
+        if self.landlock_abi:
+            options += ["--landlock-abi", str(self.landlock_abi)]
+            for fd in readable:
+                options += ["--read-fd", str(fd)]
+            for path in self.loader:
+                options += ["--file", path]
+        return [self.python, "-I", "-S", LAUNCHER, *options, "--", *argv]
+
+
+def sandbox_for(
+    setting: str, memory_mb: int, *, program: str | None, abi: int | None = None
+) -> Sandbox:
+    """The sandbox ``FS_SEARCH_SANDBOX`` asks for on this kernel, for running ``program``.
+
+    ``abi`` is the kernel's Landlock ABI (probed when None; 0 means no Landlock). The files
+    ``program``'s loader opens are listed once, here (None: no program, nothing to list).
+
+    Raises:
+        SandboxUnavailable: ``required`` and the kernel has no Landlock, or the loader's
+            files could not be determined.
+    """
+    if setting == "off":
+        abi = 0
+    elif abi is None:
+        abi = landlock_abi()
+    loader: tuple[str, ...] = ()
+    if abi and program is not None:
+        try:
+            loader = loader_files(program)
+        except LoaderUnknown as e:
+            if setting == "required":
+                raise SandboxUnavailable(
+                    f"FS_SEARCH_SANDBOX=required but the files {program}'s loader opens could "
+                    f"not be determined ({e}); refusing to start"
+                ) from None
+            log.warning(
+                "cannot list the files %s's loader opens (%s): rg runs without kernel "
+                "confinement; set FS_SEARCH_SANDBOX=required to refuse this",
+                program,
+                e,
+            )
+            abi = 0
+    if abi == 0 and setting == "required":
+        raise SandboxUnavailable(
+            "FS_SEARCH_SANDBOX=required but this kernel has no Landlock (Linux >= 5.13 with "
+            "landlock in the lsm= boot list); refusing to start"
+        )
+    if abi == 0 and setting == "auto":
+        log.warning(
+            "this kernel has no Landlock: rg runs without kernel confinement (path checks "
+            "and resource limits still apply); set FS_SEARCH_SANDBOX=required to refuse this"
+        )
+    return Sandbox(landlock_abi=abi, memory_mb=memory_mb, loader=loader)

@@ -1,0 +1,228 @@
+"""The storage seam: where complete results go, spill artifacts and Temporal payloads alike.
+
+One URL names both halves, and they always live together:
+
+* ``file:///dir`` (or no URL: a per-user cache directory): artifacts are files under
+  ``dir`` the model opens with its read tool; payloads are ``dir/payloads/<sha256>.payload``
+  (single-host: caller and worker must share the filesystem).
+* ``s3://bucket/prefix``: artifacts under ``prefix/`` paged with read_spill; payloads under
+  ``v0/`` of the same bucket, through Temporal's own ``S3StorageDriver``.
+
+Workers open a :class:`Storage` (both halves); callers need only its payload half, as the
+``ExternalStorage`` ``FsSearchPlugin`` installs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from temporalio.api.common.v1 import Payload
+from temporalio.converter import (
+    ExternalStorage,
+    StorageDriverClaim,
+    StorageDriverRetrieveContext,
+    StorageDriverStoreContext,
+)
+
+from fs_search.activities.config import (
+    DEFAULT_PAYLOAD_THRESHOLD,
+    DEFAULT_SPILL_TTL_HOURS,
+    S3_ENDPOINT_URL_ENV,
+    SPILL_URL_ENV,
+    ConfigError,
+    StorageSettings,
+    endpoint_url_problem,
+    spill_url_problem,
+)
+from fs_search.activities.contract import ReadSpillResult, SpillRef
+from fs_search.activities.storage._files import (
+    FileSpillStore,
+    LocalDirectoryDriver,
+    default_spill_dir,
+)
+from fs_search.activities.storage._keys import SpillKey
+
+
+class SpillStore(Protocol):
+    """Where over-cap results are saved in full."""
+
+    backend: str
+    """``file`` or ``s3``."""
+    model_readable: bool
+    """Whether the model's own ``read`` tool can open a locator (co-located files)."""
+
+    def describe(self) -> str:
+        """A one-line description for logs."""
+        ...
+
+    async def save(self, key: SpillKey, text: str) -> SpillRef:
+        """Store ``text`` under ``key``; return its locator and retrieval hint.
+
+        Raises:
+            SpillFailed: the store could not take it (said in our words).
+        """
+        ...
+
+    async def read(
+        self, locator: str, *, offset: int, limit: int, workspace: str | None = None
+    ) -> ReadSpillResult:
+        """A page of an artifact; refuses locators outside this store (INVALID_ARGUMENT).
+
+        ``workspace``: refuse an artifact of any other workspace too (INVALID_ARGUMENT, the
+        artifact never opened); None reads any of the store's (the operator's ``spill read``).
+        The page was checked by the caller (``ReadSpillRequest.checked``/``check_request``).
+        """
+        ...
+
+    async def check(self) -> None:
+        """Raise when the store cannot be used right now (start-up diagnostics)."""
+        ...
+
+    async def prune(self) -> int:
+        """Delete artifacts older than the retention period; return how many."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+class PayloadDriver(Protocol):
+    """A Temporal ``StorageDriver`` that can also say whether it is usable now."""
+
+    def name(self) -> str:
+        """See temporalio's StorageDriver."""
+        ...
+
+    def type(self) -> str:
+        """See temporalio's StorageDriver."""
+        ...
+
+    async def store(
+        self, context: StorageDriverStoreContext, payloads: Sequence[Payload]
+    ) -> list[StorageDriverClaim]:
+        """See temporalio's StorageDriver."""
+        ...
+
+    async def retrieve(
+        self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]
+    ) -> list[Payload]:
+        """See temporalio's StorageDriver."""
+        ...
+
+    def describe(self) -> str:
+        """A one-line description for logs."""
+        ...
+
+    async def check(self, payload_bytes: int = 0) -> None:
+        """Raise when payloads cannot be stored right now, or (``payload_bytes`` > 0) when
+        there is no room for a payload of about that size (an ``OSError`` ENOSPC)."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+@dataclass
+class Storage:
+    """Both halves of one store: spill artifacts and the payloads Temporal offloads."""
+
+    artifacts: SpillStore
+    payloads: PayloadDriver
+    payload_threshold: int = DEFAULT_PAYLOAD_THRESHOLD
+
+    @classmethod
+    def beside(
+        cls, artifacts: SpillStore, *, payload_threshold: int = DEFAULT_PAYLOAD_THRESHOLD
+    ) -> Storage:
+        """The storage whose payloads live beside ``artifacts`` (see the module docstring)."""
+        if isinstance(artifacts, FileSpillStore):
+            payloads: PayloadDriver = LocalDirectoryDriver(artifacts.directory / "payloads")
+        else:
+            from fs_search.activities.storage._s3 import S3PayloadDriver, S3SpillStore
+
+            if not isinstance(artifacts, S3SpillStore):
+                raise TypeError(f"no payload store goes with {type(artifacts).__name__}")
+            payloads = S3PayloadDriver(artifacts.bucket, endpoint_url=artifacts.client.endpoint_url)
+        return cls(artifacts, payloads, payload_threshold)
+
+    def external_storage(self) -> ExternalStorage:
+        """Temporal's ExternalStorage over the payload half (for FsSearchPlugin)."""
+        return ExternalStorage(
+            drivers=[self.payloads],  # type: ignore[list-item]
+            payload_size_threshold=self.payload_threshold,
+        )
+
+    def describe(self) -> str:
+        """A one-line description for logs."""
+        return f"{self.artifacts.describe()} (payloads {self.payloads.describe()})"
+
+    async def close(self) -> None:
+        """Release both halves' connections."""
+        try:
+            await self.artifacts.close()
+        finally:
+            await self.payloads.close()
+
+
+def open_storage(
+    url: str | None,
+    *,
+    s3_endpoint_url: str | None = None,
+    ttl_hours: float = DEFAULT_SPILL_TTL_HOURS,
+    payload_threshold: int = DEFAULT_PAYLOAD_THRESHOLD,
+    setting: str = SPILL_URL_ENV,
+    endpoint_setting: str = S3_ENDPOINT_URL_ENV,
+) -> Storage:
+    """The storage ``url`` names (see the module docstring).
+
+    Args:
+        setting, endpoint_setting: the names errors give ``url`` and ``s3_endpoint_url``
+            (where the user set them).
+
+    Raises:
+        ConfigError: ``url`` names no store (``FS_SEARCH_SPILL_URL='s3:/x': an S3 store is
+            written s3://bucket/prefix, ...``), or the endpoint is not an http(s) URL.
+    """
+    problem = spill_url_problem(url, endpoint_setting=endpoint_setting) if url else None
+    if problem:
+        raise ConfigError(f"{setting}={url!r}: {problem}")
+    problem = endpoint_url_problem(s3_endpoint_url) if s3_endpoint_url else None
+    if problem:
+        raise ConfigError(f"{endpoint_setting}={s3_endpoint_url!r}: {problem}")
+    artifacts: SpillStore
+    if not url:
+        artifacts = FileSpillStore(default_spill_dir(), ttl_hours=ttl_hours)
+    elif url.lower().startswith("file:"):
+        artifacts = FileSpillStore.from_url(url, ttl_hours=ttl_hours)
+    else:
+        # Imported only for S3: aioboto3 takes half a second to import.
+        from fs_search.activities.storage._s3 import S3SpillStore
+
+        artifacts = S3SpillStore.from_url(url, endpoint_url=s3_endpoint_url)
+    return Storage.beside(artifacts, payload_threshold=payload_threshold)
+
+
+def storage_for(settings: StorageSettings) -> Storage:
+    """The storage the settings name (``spill_url``, ``s3_endpoint_url``, ...)."""
+    return open_storage(
+        settings.spill_url,
+        s3_endpoint_url=settings.s3_endpoint_url,
+        ttl_hours=settings.spill_ttl_hours,
+        payload_threshold=settings.payload_threshold_bytes,
+    )
+
+
+def local_storage(
+    directory: str | os.PathLike[str],
+    *,
+    ttl_hours: float = DEFAULT_SPILL_TTL_HOURS,
+    payload_threshold: int = DEFAULT_PAYLOAD_THRESHOLD,
+) -> Storage:
+    """``file://`` storage in ``directory``: artifacts there, payloads in ``payloads/``."""
+    files = FileSpillStore(directory, ttl_hours=ttl_hours)
+    return Storage.beside(files, payload_threshold=payload_threshold)

@@ -1,0 +1,236 @@
+"""The glob digest: the same page, paths and artifact as rendering the decoded list, in
+memory that is a small multiple of rg's output."""
+
+from __future__ import annotations
+
+import contextlib
+import tracemalloc
+from unittest import mock
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fs_search.activities.results import _digest as digest
+from fs_search.activities.results import _glob_names as glob_names
+from fs_search.activities.results import _text as render
+from fs_search.activities.workspace import SearchTarget
+
+ROOT = SearchTarget(run_dir="/w", file_arg=None, prefix="", root=".")
+TARGETS = [
+    ROOT,
+    SearchTarget(run_dir="/w/src", file_arg=None, prefix="src", root="src"),
+    SearchTarget(run_dir="/w/src", file_arg=None, prefix="src/", root="src/"),
+    SearchTarget(run_dir="/w/src", file_arg=None, prefix="/w/src", root="/w/src"),
+]
+# Path components: plain, UTF-8, non-UTF-8 (whose lossy forms differ), line breaks, dots.
+PARTS = [b"a", b"b", b"cc", b"d e", b"\xc3\xa9", b"\xff", b"x\ny", b"u\xe2\x80\xa8", b"."]
+
+
+def reference_page(rel: list[str], *, cap: int, sample: bool) -> render.GlobPage:
+    """The contract's page, computed the obvious way over one ``str`` per path: the head,
+    or rounds over the top-level entries in order of first appearance until the cap."""
+    total = len(rel)
+    if total <= cap or not sample:
+        return render.GlobPage(indices=list(range(min(total, cap))), sampled=False)
+    groups: dict[str, list[int]] = {}
+    for i, path in enumerate(rel):
+        groups.setdefault(path.split("/", 1)[0], []).append(i)
+    members = list(groups.values())
+    if all(len(m) == 1 for m in members):
+        return render.GlobPage(indices=list(range(cap)), sampled=False)
+    taken = [0] * len(members)
+    remaining = cap
+    active = list(range(len(members)))
+    while remaining and active:
+        still: list[int] = []
+        for g in active:
+            if not remaining:
+                break
+            taken[g] += 1
+            remaining -= 1
+            if taken[g] < len(members[g]):
+                still.append(g)
+        active = still
+    return render.GlobPage(
+        indices=[i for g, m in enumerate(members) for i in m[: taken[g]]],
+        sampled=True,
+        groups_reached=sum(1 for t in taken if t),
+        groups_total=len(members),
+    )
+
+
+def reference(names: list[bytes], target: SearchTarget, *, cap: int, sample: bool):
+    """What the page, the paths shown, every path and the artifact are: computed from the
+    decoded list, one ``str`` per path."""
+    rel = [n.decode("utf-8", "replace") for n in names]
+    display = [target.display(r) for r in rel]
+    page = reference_page(rel, cap=cap, sample=sample)
+    artifact = "".join(render.one_line(p) + "\n" for p in display)
+    return page, [display[i] for i in page.indices], display, artifact
+
+
+@st.composite
+def listings(draw):
+    """rg --files output: distinct names, none both a file and a directory."""
+    names: list[bytes] = []
+    for _ in range(draw(st.integers(0, 40))):
+        depth = draw(st.sampled_from([1, 1, 2, 3]))
+        parts = [draw(st.sampled_from(PARTS)) + draw(st.sampled_from([b"", b"1", b"2"]))]
+        parts += [draw(st.sampled_from(PARTS)) for _ in range(depth - 1)]
+        name = b"/".join(parts)
+        if any(n == name or n.startswith(name + b"/") or name.startswith(n + b"/") for n in names):
+            continue
+        names.append(name)
+    return names
+
+
+def split(raw: bytes, cuts: list[int]) -> list[bytes]:
+    """``raw`` as the executor's chunks, cut anywhere (inside names too)."""
+    at = sorted({min(c, len(raw)) for c in cuts})
+    return [raw[i:j] for i, j in zip([0, *at], [*at, len(raw)], strict=True) if i < j] or [raw]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    names=listings(),
+    target=st.sampled_from(TARGETS),
+    cap=st.integers(1, 12),
+    sample=st.booleans(),
+    cuts=st.lists(st.integers(0, 400), max_size=3),
+    small_limits=st.booleans(),
+)
+def test_glob_digest_matches_rendering_the_decoded_list(
+    names, target, cap, sample, cuts, small_limits
+):
+    """Page, shown paths, every path and artifact equal render's over the decoded list,
+    whatever the chunking, and past the limit of directories counted in a dict too."""
+    chunks = split(b"".join(n + b"\0" for n in names), cuts)
+    limits = {"_MAX_KEYS": 1, "_WINDOW": 5} if small_limits else {}
+    with mock.patch.multiple(glob_names, **limits) if limits else contextlib.nullcontext():
+        got = digest.glob(chunks, target, cap=cap, sample=sample, artifact=True, every=True)
+    page, shown, display, artifact = reference(names, target, cap=cap, sample=sample)
+    assert (got.page, got.shown, got.every, got.total) == (page, shown, display, len(names))
+    assert got.artifact == (artifact if len(names) > len(page.indices) else None)
+
+
+def page_of(rel: list[str], *, cap: int, sample: bool) -> tuple[list[str], render.GlobPage]:
+    """The paths shown and the page digest.glob chooses for an rg listing of ``rel``."""
+    raw = b"".join(p.encode() + b"\0" for p in rel)
+    got = digest.glob([raw], ROOT, cap=cap, sample=sample, artifact=False, every=False)
+    return got.shown, got.page
+
+
+def test_under_cap_shows_everything_in_mtime_order():
+    """A result that fits is shown whole, in rg's (mtime) order, unsampled."""
+    shown, page = page_of(["b/1", "a/1", "b/2"], cap=3, sample=True)
+    assert shown == ["b/1", "a/1", "b/2"] and not page.sampled
+
+
+def test_head_mode_keeps_the_mtime_head():
+    """Head mode shows the oldest `cap` paths."""
+    rel = [f"{g}/{i}" for i in range(5) for g in "ab"]
+    shown, page = page_of(rel, cap=4, sample=False)
+    assert shown == rel[:4] and not page.sampled
+
+
+def test_sampling_rotates_in_first_appearance_order_and_groups_the_page():
+    """Rotation takes each entry's next path; the page lists entries in first-appearance order."""
+    rel = ["b/1", "b/2", "b/3", "b/4", "a/1", "c/1", "a/2", "b/5", "a/3"]
+    shown, page = page_of(rel, cap=5, sample=True)
+    # Round 1: b/1, a/1, c/1; round 2: b/2, a/2 (cap reached).
+    assert shown == ["b/1", "b/2", "a/1", "a/2", "c/1"]
+    assert page.sampled and (page.groups_reached, page.groups_total) == (3, 3)
+
+
+def test_more_groups_than_cap_gives_first_groups_one_path_each():
+    """With more entries than the cap, the first `cap` entries get one path each."""
+    shown, page = page_of(["a/1", "a/2", "b/1", "c/1", "d/1", "e/1"], cap=3, sample=True)
+    assert shown == ["a/1", "b/1", "c/1"]
+    assert page.sampled and (page.groups_reached, page.groups_total) == (3, 5)
+
+
+def test_flat_result_is_the_head_and_not_sampled():
+    """Every entry holding one path: the sample is the mtime head, sampled is false."""
+    rel = [f"f{i}.txt" for i in range(10)]
+    shown, page = page_of(rel, cap=4, sample=True)
+    assert shown == rel[:4] and not page.sampled
+
+
+def test_files_directly_under_root_are_their_own_entries():
+    """A file at the top level is an entry of its own; a directory's files share one."""
+    shown, page = page_of(["src/a/b.py", "src/c.py", "x.py", "src/d.py"], cap=3, sample=True)
+    assert shown == ["src/a/b.py", "src/c.py", "x.py"]
+    assert (page.groups_reached, page.groups_total) == (2, 2)
+
+
+def test_empty_names_and_a_missing_last_nul_are_tolerated():
+    """Empty names are never listed and the last name needs no NUL (rg always ends with one)."""
+    got = digest.glob([b"\0a/1\0\0", b"b/2"], ROOT, cap=5, sample=True, artifact=True, every=True)
+    assert (got.total, got.shown, got.every, got.artifact) == (
+        2,
+        ["a/1", "b/2"],
+        ["a/1", "b/2"],
+        None,
+    )
+
+
+def test_top_level_entries_are_told_apart_by_their_bytes():
+    """Two directories whose names decode to the same text are two entries, not one."""
+    names = [b"\xff/1", b"\xff/2", b"\xfe/1", b"\xff/3", b"ok"]
+    got = digest.glob(
+        [b"\0".join(names) + b"\0"], ROOT, cap=3, sample=True, artifact=False, every=False
+    )
+    assert got.shown == ["\ufffd/1", "\ufffd/1", "ok"]
+    assert (got.page.indices, got.page.groups_total) == ([0, 2, 4], 3)
+
+
+def test_every_path_only_when_asked():
+    """``every=False`` (spill mode) keeps no per-path list; the page and total stay."""
+    raw = b"".join(b"d%d/f%d\0" % (i % 3, i) for i in range(50))
+    got = digest.glob([raw], ROOT, cap=10, sample=True, artifact=True, every=False)
+    assert got.every is None and got.total == 50 and len(got.shown) == 10
+    assert got.artifact is not None and got.artifact.count("\n") == 50
+
+
+def synthetic_output(size: int, name) -> bytes:
+    """At least ``size`` bytes of ``rg --files --null`` output: ``name(i)`` for i = 0, 1, ..."""
+    parts: list[bytes] = []
+    total = i = 0
+    while total < size:
+        parts.append(name(i) + b"\0")
+        total += len(parts[-1])
+        i += 1
+    return b"".join(parts)
+
+
+@pytest.mark.parametrize(
+    ("name", "size", "limits"),
+    [
+        pytest.param(lambda i: b"d%03d/f%07d.txt" % (i % 100, i), 20_000_000, {}, id="100-dirs"),
+        pytest.param(lambda i: b"f%07d.txt" % i, 20_000_000, {}, id="flat-root-files"),
+        # Past the dict's limit (scaled down with the output, for time): hash partitions.
+        pytest.param(
+            lambda i: b"d%07d/f" % i,
+            2_000_000,
+            {"_MAX_KEYS": 1 << 14, "_WINDOW": 1 << 16},
+            id="one-dir-per-file",
+        ),
+    ],
+)
+def test_glob_digest_memory_is_a_small_multiple_of_the_output(name, size, limits):
+    """Short paths, sampled and spilled: the digest's peak stays under 3x the output, whatever
+    the tree's shape (one str per path took ~10x)."""
+    raw = synthetic_output(size, name)
+    chunks = [raw[i : i + 65536] for i in range(0, len(raw), 65536)]
+    del raw
+    size = sum(len(c) for c in chunks)
+    tracemalloc.start()
+    try:
+        with mock.patch.multiple(glob_names, **limits) if limits else contextlib.nullcontext():
+            got = digest.glob(chunks, ROOT, cap=100, sample=True, artifact=True, every=False)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert got.artifact is not None and len(got.artifact) == size
+    assert peak <= 3 * size, f"peak {peak / size:.2f}x the output"

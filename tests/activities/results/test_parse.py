@@ -1,0 +1,190 @@
+"""Pure parsing of rg output."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+from fs_search.activities.results import _parse as parse
+
+
+def _match(path: dict, line: dict, number: int) -> bytes:
+    message = {
+        "type": "match",
+        "data": {
+            "path": path,
+            "lines": line,
+            "line_number": number,
+            "absolute_offset": 0,
+            "submatches": [],
+        },
+    }
+    return json.dumps(message, separators=(",", ":")).encode() + b"\n"
+
+
+SUMMARY = b'{"data":{"elapsed_total":{"secs":0}},"type":"summary"}\n'
+BEGIN = b'{"type":"begin","data":{"path":{"text":"a.py"}}}\n'
+
+
+def test_grep_stream_keeps_only_matches():
+    """Only match messages become matches; begin and summary messages are skipped."""
+    stream = parse.GrepStream()
+    data = BEGIN + _match({"text": "a.py"}, {"text": "x = 1\r\n"}, 3) + SUMMARY
+    # Feed in awkward pieces to prove line reassembly.
+    for i in range(0, len(data), 7):
+        stream.feed(data[i : i + 7])
+    stream.finish()
+    assert stream.by_path() == [("a.py", [(3, "x = 1")])]
+    assert stream.total == 1
+
+
+def test_bytes_fields_are_decoded_lossily():
+    """{"bytes": ...} paths and lines are decoded with U+FFFD, never a crash."""
+    path = {"bytes": base64.b64encode(b"caf\xe9.txt").decode()}
+    line = {"bytes": base64.b64encode(b"na\xefve\n").decode()}
+    stream = parse.parse_chunks([_match(path, line, 7) + SUMMARY])
+    assert stream.by_path() == [("caf\ufffd.txt", [(7, "na\ufffdve")])]
+
+
+def test_colons_in_paths_and_lines_survive():
+    """Paths and lines with colons are not split (the reason for --json)."""
+    stream = parse.parse_chunks([_match({"text": "a:1:b.txt"}, {"text": "k: v: 2\n"}, 9)])
+    assert stream.by_path() == [("a:1:b.txt", [(9, "k: v: 2")])]
+
+
+@pytest.mark.parametrize("line", [b"not json at all\n", b'{"type":"match","data":{}}\n'])
+def test_malformed_output_raises(line):
+    """Output that is not rg's --json is reported as malformed."""
+    with pytest.raises(parse.MalformedOutput):
+        parse.parse_chunks([line])
+
+
+def test_files_ordered_by_path_components_lines_by_number():
+    """Files come out ordered by path (component-wise), each file's lines by number."""
+    data = b"".join(
+        _match({"text": p}, {"text": "x\n"}, n)
+        for p, n in [("b.txt", 2), ("a/z.txt", 9), ("a-c.txt", 1), ("b.txt", 1), ("a/z.txt", 3)]
+    )
+    stream = parse.parse_chunks([data + SUMMARY])
+    assert [(p, [n for n, _ in lines]) for p, lines in stream.by_path()] == [
+        ("a/z.txt", [3, 9]),
+        ("a-c.txt", [1]),
+        ("b.txt", [1, 2]),
+    ]
+    assert stream.total == 5
+
+
+def test_only_needed_fields_are_parsed_but_full_messages_still_work():
+    """Matches parse whether or not the offset/submatch tail is present."""
+    full = _match({"text": "a"}, {"text": "q\n"}, 1)
+    bare = (
+        b'{"type":"match","data":{"path":{"text":"b"},"lines":{"text":"r\\n"},"line_number":2}}\n'
+    )
+    stream = parse.parse_chunks([full + bare + SUMMARY])
+    assert stream.by_path() == [("a", [(1, "q")]), ("b", [(2, "r")])]
+
+
+@pytest.mark.parametrize(
+    ("raw", "stripped"),
+    [("a\n", "a"), ("a\r\n", "a"), ("a", "a"), ("a\r", "a\r"), ("\n", ""), ("a\n\n", "a\n")],
+)
+def test_one_end_of_line_is_stripped(raw, stripped):
+    """Only one trailing \\n or \\r\\n is removed from a match's line."""
+    stream = parse.parse_chunks([_match({"text": "a"}, {"text": raw}, 1)])
+    assert stream.by_path() == [("a", [(1, stripped)])]
+
+
+@pytest.mark.parametrize(
+    ("chunks", "complete"),
+    [
+        ([BEGIN, SUMMARY], True),
+        ([BEGIN + SUMMARY[:10], SUMMARY[10:]], True),
+        ([BEGIN, SUMMARY + b"\n\n"], True),
+        ([BEGIN], False),
+        ([], False),
+        ([SUMMARY, BEGIN], False),
+    ],
+)
+def test_ends_with_summary(chunks, complete):
+    """A stream is complete only when its last message is rg's summary."""
+    assert parse.ends_with_summary(chunks) is complete
+
+
+# --- linear cost ------------------------------------------------------------------------
+# One line of many megabytes arriving in many small chunks must cost its length, not
+# chunks²: re-copying the unfinished line on every chunk (``tail + chunk``) makes the
+# parse below copy ~390 GB (minutes, caught by the timeout) where a linear one takes well
+# under a second. No wall time is asserted; the timeout only catches the quadratic case.
+
+HUGE = 19 * 1024 * 1024
+SMALL_CHUNK = 512  # 19 MiB / 512 B = 38,912 chunks
+
+
+def _pieces(data: bytes, size: int) -> list[bytes]:
+    return [data[i : i + size] for i in range(0, len(data), size)]
+
+
+@pytest.mark.timeout(60)
+def test_one_huge_line_in_many_chunks_parses_in_linear_time():
+    """A 19 MiB match line fed in 512-byte chunks parses as cheaply as short lines."""
+    text = "x" * HUGE
+    data = _match({"text": "big.txt"}, {"text": text + "\n"}, 1) + SUMMARY
+    stream = parse.parse_chunks(_pieces(data, SMALL_CHUNK))
+    assert stream.total == 1
+    [(path, [(number, line)])] = stream.by_path()
+    assert (path, number, len(line)) == ("big.txt", 1, HUGE)
+
+
+@pytest.mark.timeout(60)
+def test_unfinished_huge_line_is_finished_once():
+    """A 19 MiB last line without its newline (rg cut off) is parsed once at finish()."""
+    data = _match({"text": "big.txt"}, {"text": "y" * HUGE}, 4).rstrip(b"\n")
+    stream = parse.GrepStream()
+    for piece in _pieces(data, SMALL_CHUNK):
+        stream.feed(piece)
+    assert stream.total == 0
+    stream.finish()
+    assert stream.total == 1
+
+
+@pytest.mark.timeout(60)
+def test_ends_with_summary_is_linear_over_a_huge_last_line():
+    """Looking for the summary behind a 19 MiB last line (no summary) reads it once."""
+    chunks = _pieces(BEGIN + b"z" * HUGE, SMALL_CHUNK)
+    assert parse.ends_with_summary(chunks) is False
+    assert parse.ends_with_summary([*chunks, b"\n", *_pieces(SUMMARY, 7), b"\n"]) is True
+
+
+@pytest.mark.parametrize("size", [1, 3, 64, 4096])
+def test_chunking_never_changes_the_parse(size):
+    """However the output is cut, the result is the same as parsing it whole."""
+    data = (
+        BEGIN
+        + _match({"text": "a.py"}, {"text": "one\n"}, 1)
+        + _match({"text": "a.py"}, {"text": "two\r\n"}, 2)
+        + b"\n"
+        + _match({"text": "b/c.py"}, {"text": "three"}, 3)
+        + SUMMARY
+    )
+    whole = parse.parse_chunks([data])
+    cut = parse.parse_chunks(_pieces(data, size))
+    assert (
+        cut.by_path()
+        == whole.by_path()
+        == [
+            ("a.py", [(1, "one"), (2, "two")]),
+            ("b/c.py", [(3, "three")]),
+        ]
+    )
+    assert cut.total == 3
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [[BEGIN, b"\n", b"\n", SUMMARY[:5], SUMMARY[5:-1], b"\n", b"\n\n"], [b"\n\n"], [b""]],
+)
+def test_ends_with_summary_skips_trailing_newlines_across_chunks(chunks):
+    """Trailing blank lines, even in chunks of their own, do not hide the last message."""
+    assert parse.ends_with_summary(chunks) is (SUMMARY in b"".join(chunks))
