@@ -1,9 +1,14 @@
 """The search activities: ripgrep-backed glob and grep for one workspace.
 
-The contract (request and result models, error codes, activity names) and the settings
-load eagerly: they are light (pydantic), and workflow code imports the models. The
-activities themselves and the spill stores (subprocesses, S3 clients, OpenTelemetry) load
-on first use.
+Internal to fs-search: callers import the contract from ``fs_search.workflows``, operators
+the worker's parts from ``fs_search.worker`` (which re-exports what it needs from here).
+A reader starts from :mod:`~fs_search.activities.search` (the four activities), then
+``contract``, ``errors``, ``config``, ``catalogue``, ``progress``, ``telemetry`` and
+``workspace``, and the rooms by stage behind their fronts: ``rg`` (run rg), ``results``
+(rg's output made into results) and ``storage`` (where complete results go).
+
+Names load on first use: the activities and the stores bring subprocesses, S3 clients and
+OpenTelemetry.
 """
 
 from __future__ import annotations
@@ -11,46 +16,23 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from fs_search.activities.config import ConfigError, FsSearchConfig
-from fs_search.activities.contract import (
-    GLOB_ACTIVITY,
-    GREP_ACTIVITY,
-    READ_SPILL_ACTIVITY,
-    TOOLS_ACTIVITY,
-    ErrorCode,
-    GlobRequest,
-    GlobResult,
-    GrepMatch,
-    GrepRequest,
-    GrepResult,
-    ReadSpillRequest,
-    ReadSpillResult,
-    SpillRef,
-    ToolError,
-    ToolResult,
-    ToolSpec,
-    ToolsResult,
-    task_queue_for,
-)
-from fs_search.activities.errors import SearchError
-
 if TYPE_CHECKING:
-    from fs_search.activities.search import SearchActivities
-    from fs_search.activities.storage import (
-        FileSpillStore,
-        S3SpillStore,
-        SpillStore,
-        Storage,
-        open_storage,
-    )
+    from fs_search.activities.config import ConfigError, FsSearchConfig, StorageSettings
+    from fs_search.activities.errors import SearchError
+    from fs_search.activities.search import RgStatus, SearchActivities
+    from fs_search.activities.storage import Storage, local_storage, open_storage, storage_for
 
 _LAZY = {
+    "ConfigError": "fs_search.activities.config",
+    "FsSearchConfig": "fs_search.activities.config",
+    "StorageSettings": "fs_search.activities.config",
+    "SearchError": "fs_search.activities.errors",
+    "RgStatus": "fs_search.activities.search",
     "SearchActivities": "fs_search.activities.search",
-    "SpillStore": "fs_search.activities.storage",
-    "FileSpillStore": "fs_search.activities.storage",
-    "S3SpillStore": "fs_search.activities.storage",
     "Storage": "fs_search.activities.storage",
+    "local_storage": "fs_search.activities.storage",
     "open_storage": "fs_search.activities.storage",
+    "storage_for": "fs_search.activities.storage",
 }
 
 
@@ -61,31 +43,14 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "GLOB_ACTIVITY",
-    "GREP_ACTIVITY",
-    "READ_SPILL_ACTIVITY",
-    "TOOLS_ACTIVITY",
     "ConfigError",
-    "ErrorCode",
-    "FileSpillStore",
     "FsSearchConfig",
-    "GlobRequest",
-    "GlobResult",
-    "GrepMatch",
-    "GrepRequest",
-    "GrepResult",
-    "ReadSpillRequest",
-    "ReadSpillResult",
-    "S3SpillStore",
+    "RgStatus",
     "SearchActivities",
     "SearchError",
-    "SpillRef",
-    "SpillStore",
     "Storage",
-    "ToolError",
-    "ToolResult",
-    "ToolSpec",
-    "ToolsResult",
+    "StorageSettings",
+    "local_storage",
     "open_storage",
-    "task_queue_for",
+    "storage_for",
 ]

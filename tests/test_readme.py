@@ -28,7 +28,6 @@ FILE_NAME = re.compile(r"\A# (?P<module>[a-z_][a-z0-9_]*)\.py\n")
 # The addresses README's client snippets connect to.
 ADDRESSES = ("localhost:7233", "temporal.example:7233")
 PUBLIC_MODULES = (
-    "fs_search.activities",
     "fs_search.workflows",
     "fs_search.worker",
     "fs_search.worker.testing",

@@ -1,10 +1,16 @@
-"""The fs-search worker: assembly, the command line, and helpers for users' tests.
+"""The fs-search worker, the operator's front: assembly, the command line, and helpers for
+users' tests.
 
 Everything here runs outside workflow code. Names load on first use, so the ``fs-search``
 command starts without importing what it does not need.
 
-* :func:`build_activities`, :func:`new_worker`, :func:`maintenance`: run the activities for
-  one workspace on your own client (``fs-search worker`` does exactly this).
+* :class:`FsSearchConfig` (every setting, ``FS_SEARCH_*``) and :class:`StorageSettings`
+  (the stores' part of it); :class:`ConfigError` names a bad key.
+* :func:`build_services` (the process's shared :class:`Services`: rg probe, executor,
+  storage, digest helpers), :func:`build_activities`, :func:`new_worker`,
+  :func:`maintenance`: run the activities for one workspace on your own client
+  (``fs-search worker`` does exactly this).
+* :class:`SearchError`: a contract failure, e.g. a canned error in a test.
 * :func:`time_skipping_env`, :func:`search_worker`, :func:`canned_activities`: test agent
   workflows offline (``fs_search.worker.testing``; install the ``testing`` extra).
 """
@@ -15,8 +21,17 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from fs_search.activities import (
+        ConfigError,
+        FsSearchConfig,
+        SearchActivities,
+        SearchError,
+        StorageSettings,
+    )
     from fs_search.worker.app import (
+        Services,
         build_activities,
+        build_services,
         default_workspace_id,
         maintenance,
         new_worker,
@@ -24,7 +39,14 @@ if TYPE_CHECKING:
     from fs_search.worker.testing import canned_activities, search_worker, time_skipping_env
 
 _LAZY = {
+    "ConfigError": "fs_search.activities",
+    "FsSearchConfig": "fs_search.activities",
+    "SearchActivities": "fs_search.activities",
+    "SearchError": "fs_search.activities",
+    "StorageSettings": "fs_search.activities",
+    "Services": "fs_search.worker.app",
     "build_activities": "fs_search.worker.app",
+    "build_services": "fs_search.worker.app",
     "default_workspace_id": "fs_search.worker.app",
     "maintenance": "fs_search.worker.app",
     "new_worker": "fs_search.worker.app",
@@ -41,7 +63,14 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "ConfigError",
+    "FsSearchConfig",
+    "SearchActivities",
+    "SearchError",
+    "Services",
+    "StorageSettings",
     "build_activities",
+    "build_services",
     "canned_activities",
     "default_workspace_id",
     "maintenance",

@@ -42,8 +42,6 @@ from fs_search.activities.contract import (
     ReadSpillResult,
     ToolsRequest,
     ToolsResult,
-    host_queue_for,
-    task_queue_for,
 )
 from fs_search.activities.errors import SearchError
 from fs_search.activities.storage import local_storage
@@ -184,8 +182,6 @@ def _answer(name: str, canned: Canned, req: Any) -> Any:
 
 __all__ = [
     "canned_activities",
-    "host_queue_for",
     "search_worker",
-    "task_queue_for",
     "time_skipping_env",
 ]

@@ -54,3 +54,42 @@ def test_workflow_front_loads_no_worker_side_code():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "[]"
+
+
+def test_the_operator_imports_the_workers_parts_from_its_front():
+    """`fs_search.worker` is the operator's front: the settings, the shared services, the
+    factories, the real things."""
+    from fs_search.activities.config import FsSearchConfig, StorageSettings
+    from fs_search.worker import FsSearchConfig as Config
+    from fs_search.worker import Services, build_services, new_worker
+    from fs_search.worker import StorageSettings as Settings
+    from fs_search.worker.app import Services as FromApp
+    from fs_search.worker.app import build_services as build
+    from fs_search.worker.app import new_worker as new
+
+    assert (Config, Settings, Services) == (FsSearchConfig, StorageSettings, FromApp)
+    assert (build_services, new_worker) == (build, new)
+
+
+def test_the_contract_has_one_import_path():
+    """The models are defined once (``fs_search.activities.contract``) and reach callers through
+    ``fs_search.workflows`` only: the activities and worker fronts do not re-export them."""
+    import fs_search.activities
+    import fs_search.activities.contract as contract
+    import fs_search.worker
+    import fs_search.worker.testing
+    import fs_search.workflows
+
+    for name in fs_search.workflows.__all__:
+        if name in contract.__all__:
+            assert getattr(fs_search.workflows, name) is getattr(contract, name), name
+    for front in (fs_search.activities, fs_search.worker, fs_search.worker.testing):
+        assert not set(front.__all__) & set(contract.__all__), front.__name__
+
+
+@pytest.mark.parametrize("package", FRONTS)
+def test_each_package_ships_py_typed(package):
+    """PEP 561: type checkers read the inline types of every package."""
+    from importlib.resources import files
+
+    assert files(package).joinpath("py.typed").is_file()
