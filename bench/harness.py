@@ -34,7 +34,7 @@ from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.contract import GrepRequest, GrepResult, ToolResult
 from fs_search.activities.search import SearchActivities
 from fs_search.worker.app import build_activities, maintenance, new_worker
-from fs_search.worker.services import DevServer
+from fs_search.worker.devstack import DevServer
 from fs_search.workflows.plugin import FsSearchPlugin
 
 WORKFLOW_TIMEOUT = timedelta(minutes=5)

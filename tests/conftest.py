@@ -20,7 +20,7 @@ from fs_search.activities.storage import FileSpillStore, Storage
 from fs_search.activities.storage._s3_client import client_kwargs
 from fs_search.worker.app import build_activities
 from fs_search.worker.binaries import require_binary
-from fs_search.worker.services import SeaweedS3
+from fs_search.worker.devstack import SeaweedS3
 from fs_search.worker.testing import time_skipping_env
 from fs_search.workflows.plugin import FsSearchPlugin
 

@@ -156,6 +156,32 @@ def worker_identity(host_id: str | None = None) -> str:
     return identity_for(host_id or host_id_from_env())
 
 
+def temporal_worker(
+    client: Client,
+    *,
+    task_queue: str,
+    activities: Sequence[Callable[..., Any]],
+    graceful_shutdown: timedelta = timedelta(0),
+    identity: str | None = None,
+    **worker_options: Any,
+) -> Worker:
+    """The one Temporal ``Worker`` factory of fs-search, for a single workspace and a fleet's
+    queues alike: the activities on ``task_queue``, heartbeats throttled to
+    ``MAX_HEARTBEAT_THROTTLE`` (a cancel reaches rg quickly), this process's identity
+    (:func:`worker_identity`) unless given; ``worker_options`` are the caller's own (slots,
+    tuner, pollers)."""
+    return Worker(
+        client,
+        task_queue=task_queue,
+        activities=activities,
+        max_heartbeat_throttle_interval=MAX_HEARTBEAT_THROTTLE,
+        default_heartbeat_throttle_interval=MAX_HEARTBEAT_THROTTLE,
+        graceful_shutdown_timeout=graceful_shutdown,
+        identity=identity or worker_identity(),
+        **worker_options,
+    )
+
+
 def new_worker(
     client: Client,
     activities: SearchActivities,
@@ -182,16 +208,14 @@ def new_worker(
         registered = HostRouter(
             host, lambda named: activities if named == workspace_id else None
         ).all()
-    return Worker(
+    return temporal_worker(
         client,
         task_queue=task_queue or task_queue_for(workspace_id),
         activities=registered,  # type: ignore[arg-type]
+        graceful_shutdown=graceful_shutdown,
+        identity=worker_options.pop("identity", None),
         # Many more than run: the rest wait in the executor's fair gate, heartbeating.
         max_concurrent_activities=activities.config.accepted_searches,
-        max_heartbeat_throttle_interval=MAX_HEARTBEAT_THROTTLE,
-        default_heartbeat_throttle_interval=MAX_HEARTBEAT_THROTTLE,
-        graceful_shutdown_timeout=graceful_shutdown,
-        identity=worker_options.pop("identity", None) or worker_identity(),
         **worker_options,
     )
 

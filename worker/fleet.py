@@ -43,10 +43,10 @@ from fs_search.activities.contract import ID_SYNTAX, host_queue_for, task_queue_
 from fs_search.activities.search import NICE_STEP, SearchActivities
 from fs_search.activities.telemetry import INSTRUMENTATION
 from fs_search.worker.app import (
-    MAX_HEARTBEAT_THROTTLE,
     Services,
     maintenance,
     stop_on_signals,
+    temporal_worker,
 )
 from fs_search.worker.host_queue import HostRouter
 from fs_search.worker.queue_owner import (
@@ -380,20 +380,18 @@ class Fleet:
             )
             return True
         try:
-            worker = Worker(
+            worker = temporal_worker(
                 self.client,
                 task_queue=task_queue_for(workspace_id),
                 activities=activities.all(),  # type: ignore[arg-type]
+                graceful_shutdown=self.drain,
+                identity=self.identity,
                 tuner=self.tuner,
                 # One poller per queue. Temporal's poller autoscaling (minimum 1) costs ~7 % of
                 # a core with 1,000 idle queues on this 2-core machine; a single poller costs
                 # ~0 %, and a busy queue still runs up to its share at once (each task frees
                 # the poller to poll again at once).
                 activity_task_poller_behavior=PollerBehaviorSimpleMaximum(1),
-                max_heartbeat_throttle_interval=MAX_HEARTBEAT_THROTTLE,
-                default_heartbeat_throttle_interval=MAX_HEARTBEAT_THROTTLE,
-                graceful_shutdown_timeout=self.drain,
-                identity=self.identity,
             )
         except Exception as e:  # noqa: BLE001 - one queue must not stop the others
             _release(activities)
@@ -450,17 +448,15 @@ class Fleet:
             allow_shared=self.allow_shared,
             owners=self.owners,
         )
-        worker = Worker(
+        worker = temporal_worker(
             self.client,
             task_queue=self.host_queue,
             activities=self.router.all(),  # type: ignore[arg-type]
+            graceful_shutdown=self.drain,
+            identity=self.identity,
             tuner=self.tuner,
             # A busy queue: pollers scale with the work (at least one, idle).
             activity_task_poller_behavior=PollerBehaviorAutoscaling(minimum=1, maximum=8),
-            max_heartbeat_throttle_interval=MAX_HEARTBEAT_THROTTLE,
-            default_heartbeat_throttle_interval=MAX_HEARTBEAT_THROTTLE,
-            graceful_shutdown_timeout=self.drain,
-            identity=self.identity,
         )
         log.info("serving host queue %s (every request names its workspace)", self.host_queue)
         return worker, asyncio.create_task(worker.run())

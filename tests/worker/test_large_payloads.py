@@ -14,7 +14,7 @@ from temporalio.worker import Worker
 from fs_search.workflows.plugin import FsSearchPlugin
 from tests.helpers import big_tree
 from tests.procs import WorkerProcess
-from tests.worker.test_cli import cli
+from tests.worker.cli.test_main import cli
 from tests.workflows_under_test import Calls, CallsWorkflow, Options
 
 FILES, MATCHES = 200_000, 100_000

@@ -38,7 +38,7 @@ from fs_search.worker.queue_owner import (
 from fs_search.workflows.plugin import FsSearchPlugin
 from tests.helpers import write_tree
 from tests.procs import WorkerProcess
-from tests.worker.test_cli import cli
+from tests.worker.cli.test_main import cli
 from tests.worker.test_fleet import _calls, _fleet, _ids, _until
 
 HOSTNAME = socket.gethostname()

@@ -20,19 +20,19 @@ from temporalio.contrib.opentelemetry import MetricsExporter
 from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
 from temporalio.worker import Worker
 
-from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.storage import local_storage
-from fs_search.activities.telemetry import SearchTelemetry, pattern_digest
-from fs_search.worker.app import build_activities, new_worker
-from fs_search.workflows.agent import (
+from examples.agent import (
     AgentInput,
     ExampleAgentWorkflow,
     ToolCall,
     start_example_agent,
 )
+from fs_search.activities.config import FsSearchConfig
+from fs_search.activities.storage import local_storage
+from fs_search.activities.telemetry import SearchTelemetry, pattern_digest
+from fs_search.worker.app import build_activities, new_worker
 from fs_search.workflows.plugin import FsSearchPlugin
 from tests.helpers import sparse_file, write_tree
-from tests.worker.test_cli import cli
+from tests.worker.cli.test_main import cli
 from tests.workflows_under_test import Calls, CallsWorkflow, Options
 
 SECRET = "sk_live_SECRET_TOKEN"

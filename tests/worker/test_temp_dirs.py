@@ -17,7 +17,7 @@ from temporalio.worker import Worker
 
 from tests.helpers import write_tree
 from tests.procs import FS_SEARCH, WorkerProcess
-from tests.worker.test_cli import cli
+from tests.worker.cli.test_main import cli
 from tests.workflows_under_test import Calls, CallsWorkflow, Options
 
 SIGNALS = [signal.SIGTERM, signal.SIGINT]

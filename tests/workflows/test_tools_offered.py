@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from temporalio.worker import Worker
 
+from examples.agent import AgentInput, ExampleAgentWorkflow, ToolCall
 from fs_search.activities.contract import ErrorCode, ReadSpillResult
 from fs_search.worker.testing import canned_activities, search_worker
 from fs_search.workflows import (
@@ -25,7 +26,6 @@ from fs_search.workflows import (
     pydantic_ai,
     task_queue_for,
 )
-from fs_search.workflows.agent import AgentInput, ExampleAgentWorkflow, ToolCall
 from tests.helpers import write_tree
 from tests.workflows.agent_frameworks import scheduled_activities
 from tests.workflows.canned import UNAVAILABLE, CannedTools, catalogue

@@ -8,6 +8,7 @@ from pathlib import Path
 from temporalio import activity
 from temporalio.worker import Worker
 
+from examples.agent import AgentInput, ExampleAgentWorkflow, ToolCall
 from fs_search.activities.contract import (
     GREP_ACTIVITY,
     ErrorCode,
@@ -17,7 +18,6 @@ from fs_search.activities.contract import (
 )
 from fs_search.activities.errors import SearchError
 from fs_search.worker.testing import canned_activities, search_worker
-from fs_search.workflows.agent import AgentInput, ExampleAgentWorkflow, ToolCall
 from tests.helpers import write_tree
 from tests.workflows_under_test import Calls, CallsWorkflow, CatalogueWorkflow, Options
 

@@ -282,7 +282,7 @@ async def test_denied_put_degrades_to_spill_error(tmp_path, many, make_activitie
     import aioboto3
 
     from fs_search.activities.storage._s3_client import client_kwargs
-    from fs_search.worker.services import SeaweedS3
+    from fs_search.worker.devstack import SeaweedS3
 
     config = tmp_path / "s3.json"
     config.write_text(

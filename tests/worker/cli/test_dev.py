@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import write_tree
-from tests.worker.test_cli import FS_SEARCH, cli
+from tests.worker.cli.test_main import FS_SEARCH, cli
 
 
 def _port_open(address: str) -> bool:

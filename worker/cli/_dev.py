@@ -13,10 +13,10 @@ from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.contract import task_queue_for
 from fs_search.activities.storage import client_kwargs
 from fs_search.worker.app import build_activities, default_workspace_id, run_until_signalled
+from fs_search.worker.cli._env_file import EnvFileError, write_env_file
 from fs_search.worker.connect import TemporalUnreachable, connect
-from fs_search.worker.env_file import EnvFileError, write_env_file
+from fs_search.worker.devstack import DevServer, SeaweedS3
 from fs_search.worker.processes import port_is_free, usual_port
-from fs_search.worker.services import DevServer, SeaweedS3
 from fs_search.worker.telemetry import telemetry_from_env
 from fs_search.workflows.plugin import FsSearchPlugin
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import sparse_file, write_tree
-from tests.worker.test_cli import cli
+from tests.worker.cli.test_main import cli
 
 WORKER = ("worker", "--sample-over-cap-glob-results", "--address", "127.0.0.1:1")
 

@@ -34,9 +34,11 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument(
         "--scan-interval",
         type=float,
-        default=2.0,
         metavar="S",
-        help="with --workspaces-root: seconds between scans for new and removed workspaces",
+        help=(
+            "with --workspaces-root: seconds between scans for new and removed workspaces "
+            "(default: the fleet's, 2)"
+        ),
     )
     w.add_argument(
         "--queues",

@@ -15,9 +15,9 @@ from fs_search.activities.contract import (
     ReadSpillRequest,
     ToolResult,
 )
-from fs_search.worker.cli_parser import attach_regexp, build_parser
+from fs_search.worker.cli._env_file import EnvFileError, load_env_file
+from fs_search.worker.cli._parser import attach_regexp, build_parser
 from fs_search.worker.connect import TemporalSettingsError, TemporalUnreachable
-from fs_search.worker.env_file import EnvFileError, load_env_file
 from fs_search.worker.processes import PortTaken
 from fs_search.worker.queue_owner import QueueTaken
 from fs_search.worker.telemetry import TelemetryConfigError
@@ -62,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "dev":
             from pathlib import Path
 
-            from fs_search.worker.dev import run_dev
+            from fs_search.worker.cli._dev import run_dev
 
             _require_directory("--workspace", args.workspace)
             return asyncio.run(
@@ -128,14 +128,15 @@ async def _worker(args: argparse.Namespace) -> int:
             runtime=telemetry.runtime,
         )
         if args.workspaces_root:
-            root, interval = args.workspaces_root, args.scan_interval
+            # No --scan-interval: the fleet's own default.
+            interval = {} if args.scan_interval is None else {"scan_interval": args.scan_interval}
             await serve_root(
                 client,
                 services,
-                root,
-                scan_interval=interval,
+                args.workspaces_root,
                 host_id=host_id,
                 queues=config.queues,
+                **interval,
             )
             return EXIT_OK
         workspace_id = args.workspace_id or default_workspace_id(args.workspace)
@@ -162,14 +163,14 @@ def _worker_args_problem(args: argparse.Namespace) -> str | None:
         return "--workspace-id goes with --workspace (under --workspaces-root ids are names)"
     if args.queues and args.queues != "workspace" and not args.workspaces_root:
         return "--queues host|both goes with --workspaces-root (a host queue serves many)"
-    if args.scan_interval <= 0:
+    if args.scan_interval is not None and args.scan_interval <= 0:
         return f"--scan-interval must be positive (got {args.scan_interval})"
     return None
 
 
 async def _call(args: argparse.Namespace) -> int:
+    from fs_search.worker.cli._embedded import CallOptions, run_call
     from fs_search.worker.connect import connection_settings
-    from fs_search.worker.embedded import CallOptions, run_call
 
     arguments: dict[str, object] = {"pattern": args.pattern}
     if args.path is not None:

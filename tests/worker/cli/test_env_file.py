@@ -7,7 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from fs_search.worker.env_file import EnvFileError, load_env_file, read_env_file, write_env_file
+from fs_search.worker.cli._env_file import (
+    EnvFileError,
+    load_env_file,
+    read_env_file,
+    write_env_file,
+)
 
 SETTINGS = {
     "TEMPORAL_ADDRESS": "127.0.0.1:7233",

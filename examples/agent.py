@@ -1,4 +1,7 @@
-"""An example agent workflow: offer the catalogue, then run the model's tool calls by name."""
+"""An example agent workflow: offer the catalogue, then run the model's tool calls by name.
+
+Not part of the installed package: copy it. Run by ``tests/examples/test_agent.py``.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +12,7 @@ from temporalio import workflow
 from temporalio.client import Client, WorkflowHandle
 
 with workflow.unsafe.imports_passed_through():
-    from fs_search.activities.contract import ToolResult, ToolsResult
-    from fs_search.workflows.tools import FsSearchTools
+    from fs_search.workflows import FsSearchTools, ToolResult, ToolsResult
 
 
 class ToolCall(BaseModel):
