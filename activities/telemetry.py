@@ -12,11 +12,12 @@ from typing import Any
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, Status, StatusCode
 
+from fs_search.activities.contract import ErrorCode
 from fs_search.activities.errors import BENIGN_CODES
 
 INSTRUMENTATION = "fs_search"
 OK = "ok"
-CANCELLED = "SEARCH_ABORTED"  # a cancelled call ends as SEARCH_ABORTED for the caller
+CANCELLED = ErrorCode.SEARCH_ABORTED.value  # a cancelled call ends so for the caller
 _BENIGN = frozenset(code.value for code in BENIGN_CODES)
 
 
@@ -109,7 +110,7 @@ def outcome_of(error: BaseException | None) -> str:
         return str(getattr(code, "value", code))
     if isinstance(error, BaseException) and type(error).__name__ == "CancelledError":
         return CANCELLED
-    return "SEARCH_FAILED"
+    return ErrorCode.SEARCH_FAILED.value
 
 
 def mark_failed(span: Span, error: BaseException) -> None:

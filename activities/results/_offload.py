@@ -28,7 +28,6 @@ import sys
 from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
-from fs_search.activities.results import _digest as digest
 from fs_search.activities.results._helper import HEADER, JOBS, frame, job_name
 
 log = logging.getLogger(__name__)
@@ -38,10 +37,6 @@ R = TypeVar("R")
 
 # Below this much raw output, a thread hop is cheaper than another process.
 PROCESS_THRESHOLD_BYTES = 512 * 1024
-# Jobs that always stay in a thread. A glob digest is bulk work on bytes (~0.1-0.4 s for
-# 20 MB): a helper saved no time under concurrency, and held the output and its artifact
-# several times over while shipping them.
-THREAD_JOBS: frozenset[Callable[..., Any]] = frozenset({digest.glob})
 # Allocations from this size are always served by mmap, so freeing them returns the memory.
 MMAP_THRESHOLD_BYTES = 1024 * 1024
 _M_MMAP_THRESHOLD = -3  # glibc's mallopt() parameter number
@@ -153,8 +148,8 @@ class Offload:
     ) -> R:
         """``job(chunks, *args, **kwargs)``: in a helper for a large output, else a thread.
 
-        A helper runs only jobs registered in :data:`helper.JOBS` (found there by name);
-        any other job, and those in ``THREAD_JOBS``, always run in a thread. A lone job
+        A helper runs only jobs registered in :data:`_helper.JOBS` (found there by name: a
+        grep digest); any other job (a glob digest) always runs in a thread. A lone job
         stays in a thread even when large: shipping the output to another process only
         pays off when digests would otherwise queue for the one core.
         """
@@ -164,7 +159,7 @@ class Offload:
             name = job_name(job)
             alone = self._in_flight <= 1
             small = sum(len(c) for c in chunks) < self.threshold
-            if self.processes <= 0 or alone or small or job in THREAD_JOBS or name not in JOBS:
+            if self.processes <= 0 or alone or small or name not in JOBS:
                 return await asyncio.to_thread(local)
             return cast(R, await self._in_helper(local, name, chunks, args, kwargs))
         finally:

@@ -7,10 +7,11 @@ save hint gives and read_spill's ``total_lines`` agree.
 from __future__ import annotations
 
 from fs_search.activities.contract import ReadSpillResult
+from fs_search.activities.results._text import LINE_TRUNCATED
 
 # A page of read_spill never carries more than this much text, whatever the limit.
 MAX_PAGE_BYTES = 256 * 1024
-TRUNCATED = " (line truncated)"
+TRUNCATED = f" {LINE_TRUNCATED}"
 _NL = 0x0A
 
 

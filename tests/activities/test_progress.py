@@ -92,9 +92,13 @@ async def test_a_body_that_finds_nothing_still_heartbeats():
 
 
 async def test_outside_an_activity_it_does_nothing():
-    """Used outside an activity (direct calls, tests), heartbeating is a no-op."""
+    """Used outside an activity (direct calls, tests), heartbeating is a no-op: it starts no
+    heartbeat task (which would call activity.heartbeat outside an activity and fail)."""
+    before = asyncio.all_tasks()
     async with heartbeating(Progress(), interval_s=INTERVAL):
+        started = asyncio.all_tasks() - before
         await asyncio.sleep(INTERVAL * 2)
+    assert started == set()
 
 
 async def test_an_error_in_the_body_propagates_and_stops_the_beats():
