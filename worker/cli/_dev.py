@@ -16,8 +16,8 @@ from fs_search.worker.app import build_activities, default_workspace_id, run_unt
 from fs_search.worker.cli._env_file import EnvFileError, write_env_file
 from fs_search.worker.connect import TemporalUnreachable, connect
 from fs_search.worker.devstack import DevServer, SeaweedS3
+from fs_search.worker.otel_setup import telemetry_from_env
 from fs_search.worker.processes import port_is_free, usual_port
-from fs_search.worker.telemetry import telemetry_from_env
 from fs_search.workflows.plugin import FsSearchPlugin
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from fs_search.activities.storage import Storage, storage_for
 from fs_search.worker.app import build_activities, default_workspace_id, maintenance, new_worker
 from fs_search.worker.connect import TemporalUnreachable, connect
 from fs_search.worker.devstack import DevServer
-from fs_search.worker.telemetry import telemetry_from_env
+from fs_search.worker.otel_setup import telemetry_from_env
 from fs_search.workflows.call import CallInput, FsSearchCallWorkflow, execution_timeout
 from fs_search.workflows.plugin import FsSearchPlugin
 from fs_search.workflows.summaries import summary

@@ -18,9 +18,9 @@ from fs_search.activities.contract import (
 from fs_search.worker.cli._env_file import EnvFileError, load_env_file
 from fs_search.worker.cli._parser import attach_regexp, build_parser
 from fs_search.worker.connect import TemporalSettingsError, TemporalUnreachable
+from fs_search.worker.otel_setup import TelemetryConfigError
 from fs_search.worker.processes import PortTaken
 from fs_search.worker.queue_owner import QueueTaken
-from fs_search.worker.telemetry import TelemetryConfigError
 
 EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
@@ -102,8 +102,8 @@ async def _worker(args: argparse.Namespace) -> int:
     from fs_search.worker.app import build_services, default_workspace_id, run_until_signalled
     from fs_search.worker.connect import connect
     from fs_search.worker.fleet import serve_root
+    from fs_search.worker.otel_setup import telemetry_from_env
     from fs_search.worker.queue_owner import HOST_ID_ENV, host_id_from_env
-    from fs_search.worker.telemetry import telemetry_from_env
     from fs_search.workflows.plugin import FsSearchPlugin
 
     overrides: dict[str, object] = {"sample_over_cap_glob_results": args.sample}
