@@ -1,4 +1,5 @@
-"""Artifact keys and the locators that name them: pure, shared by every backend."""
+"""Artifact keys and the locators that name them, shared by every backend; the running
+activity's spill key."""
 
 from __future__ import annotations
 
@@ -167,3 +168,26 @@ def expired(locator: str) -> SearchError:
 class SpillFailed(Exception):
     """A store could not save an artifact. The message is for the model (no host detail);
     the store's own exception is chained as the cause, for the log."""
+
+
+def spill_key(tool: str, workspace: str) -> SpillKey:
+    """The running activity's artifact key: workspace + workflow run + activity id + tool
+    (the one thing here that reads the world: the running activity's info)."""
+    from temporalio import activity
+
+    info = activity.info()
+    if info.workflow_id is not None:
+        return SpillKey(
+            workflow_id=info.workflow_id,
+            run_id=info.workflow_run_id or "null",
+            activity_id=info.activity_id,
+            tool=tool,
+            workspace=workspace,
+        )
+    return SpillKey(
+        workflow_id="standalone",
+        run_id=info.activity_run_id or "null",
+        activity_id=info.activity_id,
+        tool=tool,
+        workspace=workspace,
+    )

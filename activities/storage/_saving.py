@@ -9,14 +9,13 @@ import os
 import socket
 
 from opentelemetry.trace import Status, StatusCode
-from temporalio import activity
 
 from fs_search.activities import results
 from fs_search.activities.contract import SpillRef
 from fs_search.activities.progress import Progress
 from fs_search.activities.storage._attempt import payload_failure, reason_of, time_left
 from fs_search.activities.storage._deadline import SAVE_MARGIN_S, window_s
-from fs_search.activities.storage._keys import UNNAMED_WORKSPACE, SpillFailed, SpillKey
+from fs_search.activities.storage._keys import UNNAMED_WORKSPACE, SpillFailed, spill_key
 from fs_search.activities.storage._storage import Storage
 from fs_search.activities.telemetry import SearchTelemetry
 
@@ -158,23 +157,3 @@ def spill_workspace(workspace_id: str, root: str | os.PathLike[str]) -> str:
         return workspace_id
     where = f"{socket.gethostname()}:{os.path.realpath(root)}"
     return f"{UNNAMED_WORKSPACE}-{hashlib.sha256(where.encode()).hexdigest()[:16]}"
-
-
-def spill_key(tool: str, workspace: str) -> SpillKey:
-    """The running activity's artifact key: workspace + workflow run + activity id + tool."""
-    info = activity.info()
-    if info.workflow_id is not None:
-        return SpillKey(
-            workflow_id=info.workflow_id,
-            run_id=info.workflow_run_id or "null",
-            activity_id=info.activity_id,
-            tool=tool,
-            workspace=workspace,
-        )
-    return SpillKey(
-        workflow_id="standalone",
-        run_id=info.activity_run_id or "null",
-        activity_id=info.activity_id,
-        tool=tool,
-        workspace=workspace,
-    )
