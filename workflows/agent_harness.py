@@ -51,6 +51,7 @@ except ModuleNotFoundError as e:
 
 with workflow.unsafe.imports_passed_through():
     from fs_search.activities.contract import TOOL_ARGUMENTS, ToolSpec, ToolsResult
+    from fs_search.workflows import tools as _tools
     from fs_search.workflows._unserved import offered, stand_in
     from fs_search.workflows.tools import FsSearchTools
 
@@ -76,7 +77,7 @@ def instructions(catalogue: ToolsResult) -> str:
     """The catalogue's system prompt segments, one paragraph each, for the SDK agent's
     instructions. With no worker for the workspace, the segments of the tools offered
     anyway."""
-    return "\n\n".join(stand_in(catalogue).system_prompt)
+    return _tools.instructions(stand_in(catalogue))
 
 
 def _harness_tool(tools: FsSearchTools, catalogue: ToolsResult, spec: ToolSpec) -> HarnessTool:

@@ -54,6 +54,7 @@ except ModuleNotFoundError as e:
 
 with workflow.unsafe.imports_passed_through():
     from fs_search.activities.contract import ToolSpec, ToolsResult
+    from fs_search.workflows import tools as _tools
     from fs_search.workflows._unserved import offered, stand_in
     from fs_search.workflows.tools import FsSearchTools
 
@@ -80,7 +81,7 @@ def instructions(catalogue: ToolsResult) -> str:
 
     With no worker for the workspace, the segments of the tools offered anyway.
     """
-    return "\n\n".join(stand_in(catalogue).system_prompt)
+    return _tools.instructions(stand_in(catalogue))
 
 
 def _function(tools: FsSearchTools, catalogue: ToolsResult, spec: ToolSpec) -> Tool:

@@ -45,6 +45,7 @@ except ModuleNotFoundError as e:
 
 with workflow.unsafe.imports_passed_through():
     from fs_search.activities.contract import ToolResult, ToolSpec, ToolsResult
+    from fs_search.workflows import tools as _tools
     from fs_search.workflows.tools import FsSearchTools, offered_specs, parse_arguments
 
 
@@ -66,7 +67,7 @@ def function_tools(tools: FsSearchTools, catalogue: ToolsResult) -> list[Functio
 
 def instructions(catalogue: ToolsResult) -> str:
     """The catalogue's system prompt segments, one paragraph each, for ``Agent.instructions``."""
-    return "\n\n".join(catalogue.system_prompt)
+    return _tools.instructions(catalogue)
 
 
 def _function_tool(tools: FsSearchTools, catalogue: ToolsResult, spec: ToolSpec) -> FunctionTool:

@@ -44,6 +44,7 @@ except ModuleNotFoundError as e:
 
 with workflow.unsafe.imports_passed_through():
     from fs_search.activities.contract import ToolResult, ToolSpec, ToolsResult
+    from fs_search.workflows import tools as _tools
     from fs_search.workflows.tools import (
         FsSearchTools,
         object_arguments,
@@ -87,7 +88,7 @@ def toolset(
 
 def instructions(catalogue: ToolsResult) -> str:
     """The catalogue's system prompt segments, one paragraph each."""
-    return "\n\n".join(catalogue.system_prompt)
+    return _tools.instructions(catalogue)
 
 
 class _Arguments:

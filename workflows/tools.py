@@ -439,6 +439,12 @@ def offered_specs(tools: FsSearchTools, catalogue: ToolsResult) -> list[ToolSpec
     return list(catalogue.tools)
 
 
+def instructions(catalogue: ToolsResult) -> str:
+    """The catalogue's system prompt segments, one paragraph each: what every framework
+    adapter's ``instructions()`` gives its agent."""
+    return "\n\n".join(catalogue.system_prompt)
+
+
 def _not_picked_up(error: BaseException) -> bool:
     """Whether a call failed because no worker took it within schedule-to-start."""
     cause = error.cause if isinstance(error, ActivityError) else None
