@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 from temporalio import activity
 
-from fs_search.activities.task_queues import DESCRIBES, list_pollers, poll_ages
+from fs_search.workflows.task_queues import DESCRIBES, list_pollers, poll_ages
 
 QUEUE_LIVENESS_ACTIVITY = "fs_search.queue_liveness"
 # A poll lasts up to 60 s; a poller seen within this is taken as live.
