@@ -29,7 +29,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
 from fs_search.activities.models import ErrorCode, ToolResult
-from fs_search.workflows import openai_agents, pydantic_ai
+from fs_search.workflows import google_adk, openai_agents, pydantic_ai
 from fs_search.workflows.tools import parse_arguments
 from tests.workflows.argument_strategies import any_objects, arguments, dump, json_texts, nested
 from tests.workflows.canned import CannedTools, catalogue
@@ -108,6 +108,17 @@ def test_openai_agents_invoker_answers_any_text(run, tool, text):
         t for t in openai_agents.function_tools(CannedTools("ws"), CATALOGUE) if t.name == tool
     ]
     assert_model_text(run(invoke.on_invoke_tool(None, text)), tool)  # type: ignore[arg-type]
+
+
+@PROPERTY
+@given(tool=st.sampled_from(TOOLS), args=any_objects | st.none())
+def test_google_adk_tool_answers_any_arguments(run, tool, args):
+    """An ADK tool is handed the model's function-call arguments as they came (an object,
+    or None): it answers with text, never raising."""
+    [adk_tool] = [
+        t for t in google_adk.function_tools(CannedTools("ws"), CATALOGUE) if t.name == tool
+    ]
+    assert_model_text(run(adk_tool.run_async(args=args, tool_context=None)), tool)  # type: ignore[arg-type]
 
 
 def _once(tool: str, args: Any) -> FunctionModel:
