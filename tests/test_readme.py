@@ -36,6 +36,7 @@ PUBLIC_MODULES = (
     "fs_search.workflows.pydantic_ai",
     "fs_search.workflows.google_genai",
     "fs_search.workflows.agent_harness",
+    "fs_search.workflows.google_adk",
 )
 
 
@@ -75,9 +76,11 @@ def test_readme_has_the_snippets_this_test_runs():
         "test_gemini_search_agent",
         "harness_search_agent",
         "test_harness_search_agent",
+        "adk_search_agent",
+        "test_adk_search_agent",
     ]
     assert len(script_snippets()) == 2
-    assert len(snippets()) == 12
+    assert len(snippets()) == 14
 
 
 @pytest.mark.parametrize("index", range(len(snippets())))
@@ -129,6 +132,7 @@ async def test_file_snippets_run_their_tests(snippet_dir, tmp_path):
         "test_pydantic_agent_searches_the_workspace",
         "test_gemini_agent_searches_the_workspace",
         "test_harness_agent_searches_the_workspace",
+        "test_adk_agent_searches_the_workspace",
     ]
 
 
