@@ -20,7 +20,8 @@ reads the call's ``text`` as the function response's ``result``; a failed call r
 ``Error: <message>`` there and the run goes on.
 
 The tools never raise, except when the workflow is cancelled: ADK re-raises a tool's
-``Exception`` out of the run (a failed workflow task), so a cancelled search re-raises as
+``Exception`` out of the run, and the cancelled search's ``ActivityError`` left there leaves
+the run stuck (the workflow never closes). So a cancelled search re-raises as
 ``asyncio.CancelledError``; the workflow closes as cancelled, rg dead (FsSearchTools waits
 for the cancellation), and the model is not called again.
 
@@ -83,7 +84,8 @@ class FsSearchTool(BaseTool):
             return (await self._tools.call(self.name, args, catalogue=self._catalogue)).text
         except Exception as e:
             if workflow.in_workflow() and workflow.cancellation_reason() is not None:
-                # ADK would re-raise the ActivityError out of the run as a failure.
+                # ADK re-raises a tool's Exception out of the run, where a cancelled
+                # workflow's ActivityError leaves the run stuck.
                 raise asyncio.CancelledError(
                     f"the workflow was cancelled during {self.name}"
                 ) from e

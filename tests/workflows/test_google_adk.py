@@ -31,7 +31,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import CancelledError
 from temporalio.google_adk import GoogleAdkPlugin
-from temporalio.worker import Worker
+from temporalio.worker import Replayer, Worker
 
 from fs_search.activities.catalogue import tools_and_prompts
 from fs_search.worker.app import new_worker
@@ -136,7 +136,15 @@ async def test_a_grep_turn_reads_our_text_and_errors_go_on(
         )
         reply = await handle.result()
         scheduled = await scheduled_activities(handle)
+        history = await handle.fetch_history()
     assert reply.answer == "needle is in a.py"
+    # ADK's run in the workflow replays deterministically (GoogleAdkPlugin's providers).
+    replayed = await Replayer(
+        workflows=[AdkSearchAgent],
+        plugins=[GoogleAdkPlugin()],
+        data_converter=dev_env.client.data_converter,
+    ).replay_workflow(history, raise_on_replay_failure=False)
+    assert replayed.replay_failure is None, replayed.replay_failure
     first = script.requests[0]
     out = SimpleNamespace(
         tool_outputs=reply.tool_outputs,
