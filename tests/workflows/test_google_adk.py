@@ -67,7 +67,9 @@ class ScriptedLlm(BaseLlm):
 
     @classmethod
     def supported_models(cls) -> list[str]:
-        return [r"scripted-.*"]
+        # Narrow: ADK's registry is process-wide and the first pattern matching a name wins
+        # (README's example registers "scripted-model" in the same test session).
+        return [r"fs-search-scripted-[0-9a-f-]{36}"]
 
     async def generate_content_async(
         self, llm_request: LlmRequest, stream: bool = False
@@ -83,7 +85,7 @@ LLMRegistry.register(ScriptedLlm)
 
 def scripted(*turns: types.Part) -> tuple[str, Script]:
     """A new model name and the script it plays."""
-    name = f"scripted-{uuid.uuid4()}"
+    name = f"fs-search-scripted-{uuid.uuid4()}"
     SCRIPTS[name] = Script(list(turns))
     return name, SCRIPTS[name]
 
