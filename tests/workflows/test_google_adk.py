@@ -158,6 +158,13 @@ async def test_a_grep_turn_reads_our_text_and_errors_go_on(
         (s.name, s.description, s.input_schema) for s in catalogue.tools
     ]
     assert [a for a in scheduled if a[0] == MODEL_ACTIVITY] == [(MODEL_ACTIVITY, queue)] * 4
+    # What the model itself was sent: the prompt segments, and our text as the grep's result.
+    assert all(
+        segment in str(first.config.system_instruction) for segment in catalogue.system_prompt
+    )
+    [grep] = script.requests[1].contents[-1].parts or []
+    assert grep.function_response is not None
+    assert grep.function_response.response == {"result": "a.py:\n  Line 1: needle = 1"}
 
 
 async def test_cancelling_the_agent_workflow_kills_rg(dev_env, make_activities, tmp_path: Path):
