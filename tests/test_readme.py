@@ -37,6 +37,7 @@ PUBLIC_MODULES = (
     "fs_search.workflows.google_genai",
     "fs_search.workflows.agent_harness",
     "fs_search.workflows.google_adk",
+    "fs_search.workflows.strands",
 )
 
 
@@ -78,9 +79,11 @@ def test_readme_has_the_snippets_this_test_runs():
         "test_harness_search_agent",
         "adk_search_agent",
         "test_adk_search_agent",
+        "strands_search_agent",
+        "test_strands_search_agent",
     ]
     assert len(script_snippets()) == 2
-    assert len(snippets()) == 14
+    assert len(snippets()) == 16
 
 
 @pytest.mark.parametrize("index", range(len(snippets())))
@@ -133,6 +136,7 @@ async def test_file_snippets_run_their_tests(snippet_dir, tmp_path):
         "test_gemini_agent_searches_the_workspace",
         "test_harness_agent_searches_the_workspace",
         "test_adk_agent_searches_the_workspace",
+        "test_strands_agent_searches_the_workspace",
     ]
 
 

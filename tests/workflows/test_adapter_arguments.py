@@ -29,7 +29,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
 from fs_search.activities.models import ErrorCode, ToolResult
-from fs_search.workflows import google_adk, openai_agents, pydantic_ai
+from fs_search.workflows import google_adk, openai_agents, pydantic_ai, strands
 from fs_search.workflows.tools import parse_arguments
 from tests.workflows.argument_strategies import any_objects, arguments, dump, json_texts, nested
 from tests.workflows.canned import CannedTools, catalogue
@@ -119,6 +119,27 @@ def test_google_adk_tool_answers_any_arguments(run, tool, args):
         t for t in google_adk.function_tools(CannedTools("ws"), CATALOGUE) if t.name == tool
     ]
     assert_model_text(run(adk_tool.run_async(args=args, tool_context=None)), tool)  # type: ignore[arg-type]
+
+
+@PROPERTY
+@given(tool=st.sampled_from(TOOLS), args=arguments)
+def test_strands_tool_answers_any_input(run, tool, args):
+    """A Strands tool is handed the model's tool-use input as it came (any JSON value): it
+    yields one result of text, status error when refused, never raising."""
+    [agent_tool] = [
+        t for t in strands.agent_tools(CannedTools("ws"), CATALOGUE) if t.tool_name == tool
+    ]
+
+    async def results() -> list[Any]:
+        use = {"toolUseId": "t-1", "name": tool, "input": args}
+        return [e async for e in agent_tool.stream(use, {})]  # type: ignore[arg-type]
+
+    [event] = run(results())
+    sent = event.tool_result
+    assert sent["toolUseId"] == "t-1"
+    [content] = sent["content"]
+    assert_model_text(content["text"], tool, refused=not isinstance(args, dict))
+    assert sent["status"] == ("error" if content["text"].startswith("Error: ") else "success")
 
 
 def _once(tool: str, args: Any) -> FunctionModel:
