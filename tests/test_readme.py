@@ -38,6 +38,7 @@ PUBLIC_MODULES = (
     "fs_search.workflows.agent_harness",
     "fs_search.workflows.google_adk",
     "fs_search.workflows.strands",
+    "fs_search.workflows.langchain",
 )
 
 
@@ -79,11 +80,13 @@ def test_readme_has_the_snippets_this_test_runs():
         "test_harness_search_agent",
         "adk_search_agent",
         "test_adk_search_agent",
+        "langgraph_search_agent",
+        "test_langgraph_search_agent",
         "strands_search_agent",
         "test_strands_search_agent",
     ]
     assert len(script_snippets()) == 2
-    assert len(snippets()) == 16
+    assert len(snippets()) == 18
 
 
 @pytest.mark.parametrize("index", range(len(snippets())))
@@ -136,6 +139,7 @@ async def test_file_snippets_run_their_tests(snippet_dir, tmp_path):
         "test_gemini_agent_searches_the_workspace",
         "test_harness_agent_searches_the_workspace",
         "test_adk_agent_searches_the_workspace",
+        "test_langgraph_agent_searches_the_workspace",
         "test_strands_agent_searches_the_workspace",
     ]
 
