@@ -82,11 +82,13 @@ def test_readme_has_the_snippets_this_test_runs():
         "test_adk_search_agent",
         "langgraph_search_agent",
         "test_langgraph_search_agent",
+        "deep_search_agent",
+        "test_deep_search_agent",
         "strands_search_agent",
         "test_strands_search_agent",
     ]
     assert len(script_snippets()) == 2
-    assert len(snippets()) == 18
+    assert len(snippets()) == 20
 
 
 @pytest.mark.parametrize("index", range(len(snippets())))
@@ -140,6 +142,7 @@ async def test_file_snippets_run_their_tests(snippet_dir, tmp_path):
         "test_harness_agent_searches_the_workspace",
         "test_adk_agent_searches_the_workspace",
         "test_langgraph_agent_searches_the_workspace",
+        "test_deep_agent_searches_the_workspace",
         "test_strands_agent_searches_the_workspace",
     ]
 
