@@ -72,12 +72,15 @@ async def test_our_glob_and_grep_replace_the_deep_agents_own(
     """The model is bound our glob and grep (the catalogue's descriptions) in place of Deep
     Agents' built-in ones; a grep reads our rendered matches from fs-search's activity on the
     workspace's queue; an invalid regex reads Error: text with status error and the run goes
-    on to the answer."""
+    on to the answer, as does an argument outside the schema (nothing scheduled for it)."""
     ws = write_tree(tmp_path / "ws", {"a.py": "needle = 1\n"})
     wsid = f"ws-{uuid.uuid4()}"
     acts = await make_activities(ws)
     provider = Provider(
-        _call("grep", {"pattern": "needle"}, 1), _call("grep", {"pattern": "("}, 2), "in a.py"
+        _call("grep", {"pattern": "needle"}, 1),
+        _call("grep", {"pattern": "("}, 2),
+        _call("grep", {"pattern": "x", "cwd": "/etc"}, 3),
+        "in a.py",
     )
     queue = f"agents-{uuid.uuid4()}"
     async with (
@@ -95,7 +98,8 @@ async def test_our_glob_and_grep_replace_the_deep_agents_own(
     assert reply.answer == "in a.py"
     assert reply.tool_outputs[0] == "a.py:\n  Line 1: needle = 1"
     assert reply.tool_outputs[1].startswith("Error: ")
-    assert reply.statuses == ["success", "error"]
+    assert reply.tool_outputs[2].startswith("Error: ") and "cwd" in reply.tool_outputs[2]
+    assert reply.statuses == ["success", "error", "error"]
     catalogue = await acts.tools()
     ours = {s.name: s.description for s in catalogue.tools}
     # The model activity is handed the tools as their schemas.
