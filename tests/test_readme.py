@@ -35,6 +35,9 @@ PUBLIC_MODULES = (
     "fs_search.workflows.pydantic_ai",
     "fs_search.workflows.google_genai",
     "fs_search.workflows.agent_harness",
+    "fs_search.workflows.google_adk",
+    "fs_search.workflows.strands",
+    "fs_search.workflows.langchain",
 )
 
 
@@ -74,9 +77,17 @@ def test_readme_has_the_snippets_this_test_runs():
         "test_gemini_search_agent",
         "harness_search_agent",
         "test_harness_search_agent",
+        "adk_search_agent",
+        "test_adk_search_agent",
+        "langgraph_search_agent",
+        "test_langgraph_search_agent",
+        "deep_search_agent",
+        "test_deep_search_agent",
+        "strands_search_agent",
+        "test_strands_search_agent",
     ]
     assert len(script_snippets()) == 2
-    assert len(snippets()) == 12
+    assert len(snippets()) == 20
 
 
 @pytest.mark.parametrize("index", range(len(snippets())))
@@ -128,6 +139,10 @@ async def test_file_snippets_run_their_tests(snippet_dir, tmp_path):
         "test_pydantic_agent_searches_the_workspace",
         "test_gemini_agent_searches_the_workspace",
         "test_harness_agent_searches_the_workspace",
+        "test_adk_agent_searches_the_workspace",
+        "test_langgraph_agent_searches_the_workspace",
+        "test_deep_agent_searches_the_workspace",
+        "test_strands_agent_searches_the_workspace",
     ]
 
 

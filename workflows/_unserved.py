@@ -1,6 +1,7 @@
-"""What the Gemini SDK and agent-harness adapters offer when no worker answered the catalogue.
+"""What the Gemini SDK, Google ADK, Strands and agent-harness adapters offer when no worker
+answered the catalogue.
 
-Those two adapters never raise for an unserved workspace: the tools are offered anyway, as
+Those adapters never raise for an unserved workspace: the tools are offered anyway, as
 a worker describes them by default (glob and grep), and each call reads ``Error:`` text
 naming the workspace (``FsSearchTools.call`` finds it unserved, as for any call). The other
 adapters raise instead (``offered_specs``).

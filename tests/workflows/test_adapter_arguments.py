@@ -29,7 +29,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
 from fs_search.activities.contract import ErrorCode, ToolResult
-from fs_search.workflows import openai_agents, pydantic_ai
+from fs_search.workflows import google_adk, langchain, openai_agents, pydantic_ai, strands
 from fs_search.workflows.tools import parse_arguments
 from tests.workflows.argument_strategies import any_objects, arguments, dump, json_texts, nested
 from tests.workflows.canned import CannedTools, catalogue
@@ -108,6 +108,64 @@ def test_openai_agents_invoker_answers_any_text(run, tool, text):
         t for t in openai_agents.function_tools(CannedTools("ws"), CATALOGUE) if t.name == tool
     ]
     assert_model_text(run(invoke.on_invoke_tool(None, text)), tool)  # type: ignore[arg-type]
+
+
+@PROPERTY
+@given(tool=st.sampled_from(TOOLS), args=any_objects | st.none())
+def test_google_adk_tool_answers_any_arguments(run, tool, args):
+    """An ADK tool is handed the model's function-call arguments as they came (an object,
+    or None): it answers with text, never raising."""
+    [adk_tool] = [
+        t for t in google_adk.function_tools(CannedTools("ws"), CATALOGUE) if t.name == tool
+    ]
+    assert_model_text(run(adk_tool.run_async(args=args, tool_context=None)), tool)  # type: ignore[arg-type]
+
+
+@PROPERTY
+@given(tool=st.sampled_from(TOOLS), args=arguments)
+def test_strands_tool_answers_any_input(run, tool, args):
+    """A Strands tool is handed the model's tool-use input as it came (any JSON value): it
+    yields one result of text, status error when refused, never raising."""
+    [agent_tool] = [
+        t for t in strands.agent_tools(CannedTools("ws"), CATALOGUE) if t.tool_name == tool
+    ]
+
+    async def results() -> list[Any]:
+        use = {"toolUseId": "t-1", "name": tool, "input": args}
+        return [e async for e in agent_tool.stream(use, {})]  # type: ignore[arg-type]
+
+    [event] = run(results())
+    sent = event.tool_result
+    assert sent["toolUseId"] == "t-1"
+    [content] = sent["content"]
+    assert_model_text(content["text"], tool, refused=not isinstance(args, dict))
+    assert sent["status"] == ("error" if content["text"].startswith("Error: ") else "success")
+
+
+def _json_encodable(value: Any) -> bool:
+    try:
+        json.loads(json.dumps(value))
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+@PROPERTY
+@given(tool=st.sampled_from(TOOLS), args=any_objects.filter(_json_encodable))
+def test_langchain_tool_answers_any_arguments(run, tool, args):
+    """A LangChain tool is handed a tool call's arguments as they came (any object JSON can
+    carry): it answers with a ToolMessage of text, status error when refused, never raising.
+    (An integer over Python's 4,300-digit limit, or nesting past its recursion limit, cannot
+    reach a tool: JSON decoding refuses it, as the model's tool call and Temporal's payloads
+    are decoded, and LangChain's own ``str()`` of the input raises before our code runs.)"""
+    [lc_tool] = [
+        t for t in langchain.structured_tools(CannedTools("ws"), CATALOGUE) if t.name == tool
+    ]
+    call = {"name": tool, "args": args, "id": "t-1", "type": "tool_call"}
+    message = run(lc_tool.ainvoke(call))
+    assert message.tool_call_id == "t-1"
+    assert_model_text(message.content, tool)
+    assert message.status == ("error" if message.content.startswith("Error: ") else "success")
 
 
 def _once(tool: str, args: Any) -> FunctionModel:

@@ -27,6 +27,9 @@ else:
     [
         ("fs_search.workflows.openai_agents", "agents", "openai-agents"),
         ("fs_search.workflows.pydantic_ai", "pydantic_ai", "pydantic-ai"),
+        ("fs_search.workflows.google_adk", "google.adk", "google-adk"),
+        ("fs_search.workflows.strands", "strands", "strands"),
+        ("fs_search.workflows.langchain", "langchain_core", "langgraph"),
     ],
 )
 def test_a_missing_framework_names_the_extra_to_install(adapter, module, extra):
@@ -50,4 +53,4 @@ def test_the_extras_named_are_pyprojects():
     from importlib.metadata import metadata
 
     extras = metadata("fs-search").get_all("Provides-Extra") or []
-    assert {"openai-agents", "pydantic-ai"} <= set(extras)
+    assert {"openai-agents", "pydantic-ai", "google-adk", "strands", "langgraph"} <= set(extras)
