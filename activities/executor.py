@@ -13,6 +13,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from opentelemetry import trace
+
 from fs_search.activities.beneath import Tree
 from fs_search.activities.errors import SearchError
 from fs_search.activities.fifo_watch import watch_fifos
@@ -216,6 +218,8 @@ class Executor:
                 f"ripgrep could not be started on this worker ({e.strerror or 'unknown error'})",
             ) from e
         self._live.add(proc)
+        # The breakdown's spawn/rg split (a no-op without an OpenTelemetry SDK).
+        trace.get_current_span().add_event("fs_search.spawned")
         if progress is not None and progress.rg_started is None:
             progress.rg_started = time.monotonic()
         if nice:

@@ -210,11 +210,12 @@ class Pipeline:
         progress: Progress,
         remaining_s: float | None,
     ) -> Res:
-        check_request(req)
+        with self.telemetry.span("fs_search.check"):
+            check_request(req)
         budget = budget_s(req.timeout_ms, cap_ms=self.config.timeout_ms)
         progress.budget_ms = round(budget * 1000)
         queue_s = queue_budget_s(remaining_s, budget)
-        with self.workspace.opened(cwd=req.cwd, path=req.path, tool=spec.name) as (target, at):
+        with self._resolved(req, spec.name) as (target, at):
             rg = self._rg()
 
             async def run_rg(argv: list[str]) -> RgRun:
@@ -257,6 +258,16 @@ class Pipeline:
         return spec.result(
             req, got, target=target, text=text, partial=partial, spill=ref, spill_error=error
         )
+
+    @contextlib.contextmanager
+    def _resolved(self, req: Req, tool: str) -> Iterator[tuple[SearchTarget, int]]:
+        """``workspace.opened`` for the request, its resolution in an ``fs_search.resolve`` span."""
+        with contextlib.ExitStack() as stack:
+            with self.telemetry.span("fs_search.resolve"):
+                opened = stack.enter_context(
+                    self.workspace.opened(cwd=req.cwd, path=req.path, tool=tool)
+                )
+            yield opened
 
     def _rg(self) -> str:
         if self.rg_path is None:
