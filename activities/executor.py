@@ -12,6 +12,7 @@ import signal
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from opentelemetry import trace
 
@@ -19,6 +20,7 @@ from fs_search.activities.beneath import Tree
 from fs_search.activities.errors import SearchError
 from fs_search.activities.fifo_watch import watch_fifos
 from fs_search.activities.gate import FairGate
+from fs_search.activities.launcher import Failure, Launched, LaunchError, LaunchServer
 from fs_search.activities.models import ErrorCode
 from fs_search.activities.progress import Progress
 from fs_search.activities.sandbox import LAUNCH_FAILED, Sandbox
@@ -33,6 +35,25 @@ _STDERR_KEEP = 64 * 1024
 _SCRUBBED_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C"}
 # Exit codes of coreutils `timeout` when it could not run the command at all.
 _BACKSTOP_CANNOT_RUN = (126, 127)
+
+
+class _Process(Protocol):
+    """What the executor reads of a running group's leader: an asyncio ``Process`` (run
+    directly) or a :class:`~fs_search.activities.launcher.Launched` (via the launch server)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def stdout(self) -> asyncio.StreamReader | None: ...
+
+    @property
+    def stderr(self) -> asyncio.StreamReader | None: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    async def wait(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -75,10 +96,16 @@ def default_backstop() -> str | None:
 class Executor:
     """Runs argvs (never shell strings) as process groups it can always kill.
 
+    With a ``sandbox``, rg is started by the launch server
+    (:mod:`~fs_search.activities.launcher`): forked from a small single-threaded process
+    started once, confined there, its group killed by that server ``backstop_grace`` after
+    the budget, and killed with it when the worker dies. Without one, the argv runs directly
+    (under ``backstop`` when given).
+
     Args:
-        backstop: path of coreutils ``timeout`` (None: no backstop). rg runs under it with
-            a SIGKILL deadline slightly beyond the call's budget, so an rg orphaned by a
-            killed worker still dies on time.
+        backstop: path of coreutils ``timeout`` for argvs run directly (None: no backstop).
+            They run under it with a SIGKILL deadline slightly beyond the call's budget, so
+            one orphaned by a killed worker still dies on time.
         kill_grace: seconds between SIGTERM and SIGKILL when a search is cancelled.
         backstop_grace: seconds the backstop adds to a call's budget.
         sandbox: the launcher's restrictions (Landlock, limits) for every run; None runs
@@ -104,7 +131,8 @@ class Executor:
         self.sandbox = sandbox
         self._kill_grace = kill_grace
         self._backstop_grace = backstop_grace
-        self._live: set[asyncio.subprocess.Process] = set()
+        self._live: set[_Process] = set()
+        self.launcher = LaunchServer(sandbox) if sandbox is not None else None
         self.max_running = max_running
         self.gate = FairGate(max_running, max_running_per_key) if max_running else None
 
@@ -183,11 +211,57 @@ class Executor:
         tree: Tree | None,
         nice: int,
     ) -> RgRun:
+        proc: _Process
+        if self.launcher is not None:
+            proc = await self._launch(argv, cwd, timeout_s, tree, nice)
+        else:
+            proc = await self._spawn(argv, cwd, timeout_s, tree, nice)
+        self._live.add(proc)
+        # The breakdown's spawn/rg split (a no-op without an OpenTelemetry SDK).
+        trace.get_current_span().add_event("fs_search.spawned")
+        if progress is not None and progress.rg_started is None:
+            progress.rg_started = time.monotonic()
+        try:
+            return await self._collect(proc, argv, timeout_s, max_stdout, progress, tree)
+        finally:
+            self._live.discard(proc)
+
+    async def _launch(
+        self, argv: Sequence[str], cwd: str | int, timeout_s: float, tree: Tree | None, nice: int
+    ) -> Launched:
+        """Start ``argv`` through the launch server (sandboxed; backstop in the server)."""
+        assert self.launcher is not None
+        opened = None
+        if isinstance(cwd, str):
+            try:
+                opened = os.open(cwd, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError as e:
+                raise _cannot_enter(e.strerror) from e
+        try:
+            return await self.launcher.spawn(
+                argv,
+                cwd=opened if opened is not None else int(cwd),
+                readable=[tree.fd] if tree else [],
+                env=_SCRUBBED_ENV,
+                deadline_s=max(timeout_s, 0.001) + self._backstop_grace,
+                nice=nice,
+                limit=_CHUNK,
+                pipe_bytes=_PIPE_BYTES,
+            )
+        except (LaunchError, OSError) as e:
+            failure = e.failure if isinstance(e, LaunchError) else Failure("spawn", 0, str(e))
+            raise _launch_failed(failure) from e
+        finally:
+            if opened is not None:
+                os.close(opened)
+
+    async def _spawn(
+        self, argv: Sequence[str], cwd: str | int, timeout_s: float, tree: Tree | None, nice: int
+    ) -> asyncio.subprocess.Process:
+        """Start ``argv`` directly (no sandbox), under the backstop when there is one."""
         full = list(argv)
         inherit = [fd for fd in (cwd, tree.fd if tree else None) if isinstance(fd, int)]
         run_in = f"/proc/self/fd/{cwd}" if isinstance(cwd, int) else cwd
-        if self.sandbox is not None:
-            full = self.sandbox.wrap(full, readable=[tree.fd] if tree else [])
         if self._backstop:
             budget = max(timeout_s, 0.001) + self._backstop_grace
             full = [self._backstop, "--signal=KILL", f"{budget:.3f}s", *full]
@@ -207,34 +281,23 @@ class Executor:
         except OSError as e:
             if e.filename == run_in:
                 # Named in our words: the path is the worker's, not the model's.
-                raise SearchError(
-                    ErrorCode.SEARCH_FAILED,
-                    f"the search directory cannot be entered: {e.strerror}",
-                ) from e
+                raise _cannot_enter(e.strerror) from e
             # The program's path is the worker's installation: the log has it, the model not.
             log.error("could not start %s: %s", full[0], e)
             raise SearchError(
                 ErrorCode.SEARCH_FAILED,
                 f"ripgrep could not be started on this worker ({e.strerror or 'unknown error'})",
             ) from e
-        self._live.add(proc)
-        # The breakdown's spawn/rg split (a no-op without an OpenTelemetry SDK).
-        trace.get_current_span().add_event("fs_search.spawned")
-        if progress is not None and progress.rg_started is None:
-            progress.rg_started = time.monotonic()
         if nice:
-            # The group so far (the backstop; the launcher and rg inherit it when forked).
+            # The group so far (the backstop; rg inherits it when forked).
             with contextlib.suppress(OSError):
                 os.setpriority(os.PRIO_PGRP, proc.pid, nice)
         _widen_pipe(proc)
-        try:
-            return await self._collect(proc, argv, timeout_s, max_stdout, progress, tree)
-        finally:
-            self._live.discard(proc)
+        return proc
 
     async def _collect(
         self,
-        proc: asyncio.subprocess.Process,
+        proc: _Process,
         argv: Sequence[str],
         timeout_s: float,
         max_stdout: int,
@@ -283,6 +346,9 @@ class Executor:
             log.warning(
                 "rg was stopped blocked on a FIFO outside the workspace: %r", watch.result()
             )
+        failure = proc.failure if isinstance(proc, Launched) else None
+        if failure is not None:
+            raise _launch_failed(failure)
         if self.sandbox is not None and returncode == LAUNCH_FAILED:
             log.error("the sandbox launcher failed: %s", stderr.decode("utf-8", "replace")[:500])
             raise SearchError(
@@ -299,7 +365,7 @@ class Executor:
             fifo_refused=fifo_refused,
         )
 
-    async def _kill(self, proc: asyncio.subprocess.Process) -> None:
+    async def _kill(self, proc: _Process) -> None:
         """SIGTERM the group, then SIGKILL it after the grace period; always reaps."""
         self._signal_group(proc, signal.SIGTERM)
         # Process.wait() also waits for the pipes to close: keep stdout flowing to its EOF
@@ -319,7 +385,9 @@ class Executor:
             drain.cancel()
 
     @staticmethod
-    def _signal_group(proc: asyncio.subprocess.Process, sig: int) -> None:
+    def _signal_group(proc: _Process, sig: int) -> None:
+        if isinstance(proc, Launched) and proc.returncode is not None:
+            return  # reaped by the server: its pid may be another process's by now
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, sig)
 
@@ -331,6 +399,27 @@ class Executor:
         for proc in procs:
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(proc.wait(), 2)
+
+
+def _cannot_enter(strerror: str | None) -> SearchError:
+    return SearchError(
+        ErrorCode.SEARCH_FAILED, f"the search directory cannot be entered: {strerror}"
+    )
+
+
+def _launch_failed(failure: Failure) -> SearchError:
+    """The contract error for a child that never became rg (details only in the log)."""
+    if failure.stage == "chdir":
+        return _cannot_enter(os.strerror(failure.errno) if failure.errno else failure.message)
+    log.error("rg could not be started (%s): %s", failure.stage, failure.message[:500])
+    if failure.stage == "exec":
+        reason = os.strerror(failure.errno) if failure.errno else "unknown error"
+        return SearchError(
+            ErrorCode.SEARCH_FAILED, f"ripgrep could not be started on this worker ({reason})"
+        )
+    return SearchError(
+        ErrorCode.SEARCH_FAILED, "ripgrep could not be started in its sandbox on this worker"
+    )
 
 
 def _over_budget(timeout_s: float, *, queued: bool) -> SearchError:
