@@ -115,7 +115,9 @@ async def run(args: argparse.Namespace) -> tuple[dict[str, Any], list[RowResult]
     head = report.header(info)
     for line in head:
         (say if args.json else print)(line)
-    parts = set().union(*(rows.PARTS[k] for k in keys), {"small"} if args.breakdown else set())
+    parts = set().union(
+        *(rows.PARTS[k] for k in keys), breakdown.PARTS if args.breakdown else set()
+    )
     built = await asyncio.to_thread(
         corpus.build, args.corpus_dir, rg, parts=parts, rebuild=args.rebuild, log=say
     )
@@ -147,12 +149,13 @@ async def run(args: argparse.Namespace) -> tuple[dict[str, Any], list[RowResult]
                 say(f"    {_brief(row)} ({row.seconds:.1f} s)")
                 results.append(row)
             if exporter is not None:
-                n = 15 if args.quick else 30
-                say(f"[{time.strftime('%H:%M:%S')}] breakdown (n={n}) ...")
-                found = await breakdown.run(env, exporter, built.small_matches, rg, n)
-                info["breakdown"] = found.as_json()
-                for line in ["", *found.lines()]:
-                    (say if args.json else print)(line)
+                info["breakdown"] = []
+                for case in breakdown.cases(env, built, rg, quick=args.quick):
+                    say(f"[{time.strftime('%H:%M:%S')}] breakdown: {case.name} (n={case.n}) ...")
+                    found = await breakdown.run(env, exporter, case)
+                    info["breakdown"].append(found.as_json())
+                    for line in ["", *found.lines()]:
+                        (say if args.json else print)(line)
     finally:
         if args.keep_tmp:
             say(f"kept {tmp}")
