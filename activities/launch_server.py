@@ -4,7 +4,8 @@ Started once per executor by :mod:`fs_search.activities.launcher` as
 ``python -I -S launch_server.py --parent PID --socket FD --launch-module PATH [options]``,
 single-threaded, in its own session. For each request on its Unix socket (a JSON message
 whose descriptors travel with it, ``SCM_RIGHTS``: rg's stdout and stderr pipes, the
-directory it runs in, the tree it may read) it forks a child that:
+directory it runs in, the tree it may read; the argv follows the JSON line as NUL-separated
+bytes) it forks a child that:
 
 - makes itself a process group of its own, dies with this server (``PR_SET_PDEATHSIG``),
 - takes the request's niceness, stdin from /dev/null, stdout and stderr from the pipes,
@@ -30,6 +31,7 @@ from __future__ import annotations
 import ctypes
 import heapq
 import importlib.util
+import itertools
 import json
 import os
 import resource
@@ -86,7 +88,10 @@ class Server:
         self.abi = abi
         self.files = files
         self.children: dict[int, _Child] = {}  # by pidfd
-        self.deadlines: list[tuple[float, int]] = []  # (when, pidfd)
+        # (when, sequence, child): a reaped child's entry stays until it expires, and its
+        # pidfd's number may by then be another child's: expiry checks the child itself.
+        self.deadlines: list[tuple[float, int, _Child]] = []
+        self.sequence = itertools.count()
         self.selector = selectors.DefaultSelector()
         self.selector.register(sock, selectors.EVENT_READ, None)
         self.devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
@@ -128,9 +133,10 @@ class Server:
         try:
             if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
                 raise ValueError("request truncated")
-            request = json.loads(data)
+            head, _, packed = data.partition(b"\n")
+            request = json.loads(head)
             rid = request["id"]
-            self._spawn(request, fds)
+            self._spawn(request, packed.split(b"\0"), fds)
         except (ValueError, KeyError, TypeError, IndexError, OSError) as e:
             errno = getattr(e, "errno", 0) or 0
             self._send({"id": rid, "exit": None, "failure": ["spawn", errno, str(e)[:500]]})
@@ -139,9 +145,8 @@ class Server:
                 os.close(fd)
         return True
 
-    def _spawn(self, request: dict, fds: list[int]) -> None:
+    def _spawn(self, request: dict, argv: list[bytes], fds: list[int]) -> None:
         rid = int(request["id"])
-        argv = [str(a) for a in request["argv"]]
         env = {str(k): str(v) for k, v in request["env"].items()}
         nice = int(request.get("nice", 0))
         deadline = time.monotonic() + float(request["deadline_s"])
@@ -165,13 +170,13 @@ class Server:
         pidfd = os.pidfd_open(pid)
         child = _Child(rid=rid, pid=pid, pidfd=pidfd, status=status_r, deadline=deadline)
         self.children[pidfd] = child
-        heapq.heappush(self.deadlines, (deadline, pidfd))
+        heapq.heappush(self.deadlines, (deadline, next(self.sequence), child))
         self.selector.register(pidfd, selectors.EVENT_READ, pidfd)
         self._send({"id": rid, "pid": pid})
 
     def _child(
         self,
-        argv: list[str],
+        argv: list[bytes],
         env: dict[str, str],
         nice: int,
         stdout: int,
@@ -242,9 +247,8 @@ class Server:
     def _expire(self) -> None:
         now = time.monotonic()
         while self.deadlines and self.deadlines[0][0] <= now:
-            _, pidfd = heapq.heappop(self.deadlines)
-            child = self.children.get(pidfd)
-            if child is not None and not child.killed:
+            _, _, child = heapq.heappop(self.deadlines)
+            if self.children.get(child.pidfd) is child and not child.killed:
                 child.killed = True
                 _kill_group(child.pid)
 

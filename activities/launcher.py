@@ -138,11 +138,13 @@ class _Connection:
         loop.add_reader(ours.fileno(), self._readable)
         weakref.finalize(self, ours.close)
 
-    def send(self, message: dict[str, object], fds: Sequence[int]) -> _Pending:
-        """Send one request; its pending answers."""
+    def send(self, message: dict[str, object], argv: Sequence[str], fds: Sequence[int]) -> _Pending:
+        """Send one request (a JSON line, then the argv as NUL-separated bytes, encoded as
+        ``subprocess`` encodes an argv); its pending answers."""
         rid = next(self.ids)
         pending = _Pending(self.loop.create_future(), self.loop.create_future())
-        data = json.dumps({"id": rid, **message}).encode()
+        head = json.dumps({"id": rid, **message}).encode()
+        data = head + b"\n" + b"\0".join(os.fsencode(arg) for arg in argv)
         ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
         self.sock.sendmsg([data], ancillary)
         self.pending[rid] = pending
@@ -259,16 +261,17 @@ class LaunchServer:
         if pipe_bytes and hasattr(fcntl, "F_SETPIPE_SZ"):
             with contextlib.suppress(OSError):
                 fcntl.fcntl(out_r, fcntl.F_SETPIPE_SZ, pipe_bytes)
+        message = {"env": dict(env), "nice": nice, "deadline_s": deadline_s}
+        fds = [out_w, err_w, cwd, *readable]
         try:
-            pending = conn.send(
-                {
-                    "argv": list(argv),
-                    "env": dict(env),
-                    "nice": nice,
-                    "deadline_s": deadline_s,
-                },
-                [out_w, err_w, cwd, *readable],
-            )
+            try:
+                pending = conn.send(message, argv, fds)
+            except (BrokenPipeError, ConnectionError):
+                # The server went away since the last run (its end not seen yet): again,
+                # through a new one.
+                conn._lost()
+                conn = self._connection()
+                pending = conn.send(message, argv, fds)
         except BaseException:
             os.close(out_r)
             os.close(err_r)

@@ -180,6 +180,27 @@ async def test_the_launch_server_kills_a_group_at_its_deadline(huge, rg_bin):
         launcher.close()
 
 
+async def test_a_deadline_only_kills_its_own_run(huge, rg_bin):
+    """A finished run's deadline passing never kills a later run (whose pidfd may have the
+    finished one's number)."""
+    launcher = LaunchServer(sandbox_for("auto", MEMORY_MB, program=rg_bin))
+    tree = Tree(huge)
+    try:
+        quick = await launcher.spawn(
+            [rg_bin, "--version"], cwd=tree.fd, readable=[tree.fd], env={}, deadline_s=0.3
+        )
+        assert await asyncio.wait_for(quick.wait(), 10) == 0
+        slow = await launcher.spawn(
+            grep_argv(rg_bin), cwd=tree.fd, readable=[tree.fd], env={}, deadline_s=60
+        )
+        await asyncio.sleep(1.0)  # well past the quick run's deadline
+        assert slow.returncode is None and alive(group(slow.pid)) != []
+        os.killpg(slow.pid, 9)
+        assert await asyncio.wait_for(slow.wait(), 10) == -9
+    finally:
+        launcher.close()
+
+
 async def test_rg_dies_with_the_launch_server_and_a_new_server_starts(executor, huge, rg_bin):
     """SIGKILL to the server (as when the worker is SIGKILLed): its rg dies at once
     (PR_SET_PDEATHSIG), the run ends, and the next run starts a new server."""
