@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from temporalio import activity
 
 # SPEC: the activity heartbeats every <= 0.25 s (the worker's throttle sends at most one
-# per 0.5 s), so a cancel reaches rg within about a second.
+# per 0.25 s, within the SPEC's <= 0.5 s), so a cancel reaches rg within about 0.3 s.
 HEARTBEAT_INTERVAL_S = 0.25
 # While queued: every 2 s, or a third of the heartbeat timeout if that is shorter.
 QUEUED_HEARTBEAT_S = 2.0

@@ -43,7 +43,7 @@ from fs_search.activities.progress import Progress, heartbeating
 from fs_search.activities.rg import Executor, RgRun
 from fs_search.activities.storage import Saver, Storage, spill_workspace, time_left
 from fs_search.activities.telemetry import SearchTelemetry, mark_failed, outcome_of
-from fs_search.activities.workspace import Workspace
+from fs_search.activities.workspace import SearchTarget, Workspace
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +147,7 @@ class SearchActivities:
         """Find files by glob pattern under the search root, oldest modified first."""
         async with self._call("glob", req) as call:
             cfg = self.config
-            with self.workspace.opened(cwd=req.cwd, path=req.path, tool="glob") as (target, at):
+            with self._resolved(req, "glob") as (target, at):
                 with self._rg_span("glob", call.progress) as span:
                     argv = rg.for_glob(req.pattern, rg=self._rg_path())
                     run = await self._run_rg(argv, at, call)
@@ -204,7 +204,7 @@ class SearchActivities:
         async with self._call("grep", req) as call:
             cfg = self.config
             include = req.include if req.include and req.include.strip() else None
-            with self.workspace.opened(cwd=req.cwd, path=req.path, tool="grep") as (target, at):
+            with self._resolved(req, "grep") as (target, at):
                 binary = self._rg_path()
 
                 def argv(*, ignore_files: bool, file_arg: str | None) -> list[str]:
@@ -367,7 +367,8 @@ class SearchActivities:
         try:
             async with contract(), heartbeating(progress):
                 await self._ours(req)
-                req.check()
+                with self.telemetry.span("fs_search.check"):
+                    req.check()
                 budget = budget_s(req.timeout_ms, cap_ms=self.config.timeout_ms)
                 progress.budget_ms = round(budget * 1000)
                 yield Call(progress, budget, queue_budget_s(time_left(), budget))
@@ -383,6 +384,19 @@ class SearchActivities:
                 started=progress.started,
                 raw_bytes=progress.raw_bytes,
             )
+
+    @contextlib.contextmanager
+    def _resolved(
+        self, req: GlobRequest | GrepRequest, tool: str
+    ) -> Iterator[tuple[SearchTarget, int]]:
+        """``workspace.opened`` for the request, its resolution in an ``fs_search.resolve``
+        span."""
+        with contextlib.ExitStack() as stack:
+            with self.telemetry.span("fs_search.resolve"):
+                opened = stack.enter_context(
+                    self.workspace.opened(cwd=req.cwd, path=req.path, tool=tool)
+                )
+            yield opened
 
     def _rg_path(self) -> str:
         if self.rg.path is None:

@@ -23,6 +23,7 @@ REPO = HERE.parent
 if str(HERE) not in sys.path:  # the bench modules import each other by name
     sys.path.insert(0, str(HERE))
 
+import breakdown  # noqa: E402
 import corpus  # noqa: E402
 import report  # noqa: E402
 import rows  # noqa: E402
@@ -70,6 +71,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=HERE / ".corpus",
         help="where the corpora are built and cached (default: bench/.corpus)",
     )
+    p.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="per-call phases of a small grep (check, resolve, spawn, rg, parse, render, "
+        "encode); alone it runs no other row unless --rows names some",
+    )
     p.add_argument("--rebuild", action="store_true", help="rebuild the corpora")
     p.add_argument("--save", type=Path, help="also write machine + rows as JSON to this file")
     p.add_argument("--keep-tmp", action="store_true", help="keep the temp dir (logs, spills)")
@@ -101,13 +108,16 @@ def say(message: str) -> None:
 
 async def run(args: argparse.Namespace) -> tuple[dict[str, Any], list[RowResult]]:
     """Build the corpora, start Temporal and the worker, run the rows."""
-    keys = select_rows(args.rows)
+    keys = [] if args.breakdown and not args.rows else select_rows(args.rows)
+    exporter = breakdown.install_exporter() if args.breakdown else None
     rg = require_binary("rg", "ripgrep==14.1.0")
     info = report.machine(rg, REPO)
     head = report.header(info)
     for line in head:
         (say if args.json else print)(line)
-    parts = set().union(*(rows.PARTS[k] for k in keys))
+    parts = set().union(
+        *(rows.PARTS[k] for k in keys), breakdown.PARTS if args.breakdown else set()
+    )
     built = await asyncio.to_thread(
         corpus.build, args.corpus_dir, rg, parts=parts, rebuild=args.rebuild, log=say
     )
@@ -138,6 +148,14 @@ async def run(args: argparse.Namespace) -> tuple[dict[str, Any], list[RowResult]
                 row.seconds = time.perf_counter() - started
                 say(f"    {_brief(row)} ({row.seconds:.1f} s)")
                 results.append(row)
+            if exporter is not None:
+                info["breakdown"] = []
+                for case in breakdown.cases(env, built, rg, quick=args.quick):
+                    say(f"[{time.strftime('%H:%M:%S')}] breakdown: {case.name} (n={case.n}) ...")
+                    found = await breakdown.run(env, exporter, case)
+                    info["breakdown"].append(found.as_json())
+                    for line in ["", *found.lines()]:
+                        (say if args.json else print)(line)
     finally:
         if args.keep_tmp:
             say(f"kept {tmp}")
@@ -180,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - started
     if args.json:
         print(json.dumps([r.as_json() for r in results], indent=2))
-    else:
+    elif results:
         print()
         print(report.table(results))
         print(f"\ntotal {elapsed:.0f} s{' (--quick)' if args.quick else ''}")

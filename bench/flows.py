@@ -8,6 +8,7 @@ so the options match and only the activity body differs).
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel
@@ -18,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from fs_search.workflows.tools import FsSearchTools
 
 NOOP_ACTIVITY = "bench.noop"
+PLAIN_RG_ACTIVITY = "bench.plain_rg"
 
 
 class Call(BaseModel):
@@ -34,6 +36,14 @@ class Spec(BaseModel):
     workspace_id: str
     calls: list[Call]
     concurrent: bool = False
+
+
+class PlainRg(BaseModel):
+    """The plain reference: an rg argv, where it runs, and the queue of its activity."""
+
+    argv: list[str]
+    cwd: str
+    task_queue: str
 
 
 def _tools(spec: Spec, call: Call) -> FsSearchTools:
@@ -76,6 +86,23 @@ class NoopWorkflow:
         return out
 
 
+@workflow.defn(name="bench.PlainRg")
+class PlainRgWorkflow:
+    """The alternative a Temporal user writes today: one activity that runs rg with asyncio
+    subprocess and returns its stdout (on its own queue in the same worker process)."""
+
+    @workflow.run
+    async def run(self, spec: PlainRg) -> str:
+        """rg's stdout."""
+        return await workflow.execute_activity(
+            PLAIN_RG_ACTIVITY,
+            spec,
+            result_type=str,
+            task_queue=spec.task_queue,
+            start_to_close_timeout=timedelta(seconds=60),
+        )
+
+
 @workflow.defn(name="bench.CancelOne")
 class CancelOneWorkflow:
     """Starts the first call; when signalled, cancels just that call and returns its result."""
@@ -99,4 +126,4 @@ class CancelOneWorkflow:
         return await task
 
 
-WORKFLOWS = [CallsWorkflow, NoopWorkflow, CancelOneWorkflow]
+WORKFLOWS = [CallsWorkflow, NoopWorkflow, PlainRgWorkflow, CancelOneWorkflow]

@@ -25,13 +25,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from flows import NOOP_ACTIVITY, WORKFLOWS, Spec
+from flows import NOOP_ACTIVITY, PLAIN_RG_ACTIVITY, WORKFLOWS, PlainRg, Spec
 from temporalio import activity
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
 from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.contract import GrepRequest, GrepResult, ToolResult
+from fs_search.activities.contract import GrepRequest, GrepResult
 from fs_search.activities.search import SearchActivities
 from fs_search.worker.app import build_activities, maintenance, new_worker
 from fs_search.worker.devstack import DevServer
@@ -67,6 +67,21 @@ class BenchActivities(SearchActivities):
         )
 
 
+@activity.defn(name=PLAIN_RG_ACTIVITY)
+async def plain_rg(req: PlainRg) -> str:
+    """The plain reference activity: rg through ``asyncio.create_subprocess_exec``, stdout
+    returned as text (no sandbox, no backstop, no parsing)."""
+    proc = await asyncio.create_subprocess_exec(
+        *req.argv,
+        cwd=req.cwd,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    out, _ = await proc.communicate()
+    return out.decode("utf-8", "replace")
+
+
 @dataclass
 class Env:
     """A running dev server, client and in-process worker."""
@@ -77,14 +92,15 @@ class Env:
     workspace: Path
     workspace_id: str
     workflow_queue: str
+    plain_queue: str
     spill_url: str
     tmp: Path
 
-    async def execute(self, workflow: Any, spec: Spec) -> Any:
+    async def execute(self, workflow: Any, spec: Any) -> Any:
         """Run ``workflow`` with ``spec`` to completion; its result."""
         return await (await self.start(workflow, spec)).result()
 
-    async def start(self, workflow: Any, spec: Spec) -> WorkflowHandle[Any, Any]:
+    async def start(self, workflow: Any, spec: Any) -> WorkflowHandle[Any, Any]:
         """Start ``workflow`` with ``spec``; its handle."""
         return await self.client.start_workflow(
             workflow.run,
@@ -94,7 +110,7 @@ class Env:
             execution_timeout=WORKFLOW_TIMEOUT,
         )
 
-    async def timed(self, workflow: Any, spec: Spec) -> tuple[float, list[ToolResult]]:
+    async def timed(self, workflow: Any, spec: Any) -> tuple[float, Any]:
         """Seconds from ``execute_workflow`` to its result (end to end), and the results.
 
         A garbage collection runs first, outside the timing, so one sample's garbage is
@@ -137,10 +153,12 @@ async def open_env(workspace: Path, tmp: Path) -> AsyncIterator[Env]:
         )
         activities = BenchActivities.around(built)
         queue = f"bench-workflows-{uuid.uuid4().hex[:8]}"
+        plain_queue = f"bench-plain-{uuid.uuid4().hex[:8]}"
         async with (
             maintenance(activities),
             new_worker(client, activities, workspace_id=workspace_id),
             Worker(client, task_queue=queue, workflows=WORKFLOWS),
+            Worker(client, task_queue=plain_queue, activities=[plain_rg]),
         ):
             yield Env(
                 server=server,
@@ -149,6 +167,7 @@ async def open_env(workspace: Path, tmp: Path) -> AsyncIterator[Env]:
                 workspace=workspace,
                 workspace_id=workspace_id,
                 workflow_queue=queue,
+                plain_queue=plain_queue,
                 spill_url=spill_url,
                 tmp=tmp,
             )

@@ -193,7 +193,7 @@ class ChildRun:
 
 
 class ChildWatcher:
-    """Watches a process's direct children from a thread every ``interval`` seconds: each
+    """Watches a process's children and grandchildren from a thread every ``interval`` seconds: each
     child's argv, its start (from /proc, to a clock tick) and when it was last seen alive."""
 
     def __init__(self, pid: int, interval: float = 0.005) -> None:
@@ -209,6 +209,9 @@ class ChildWatcher:
             now = time.time()
             for pid in children(self._pid):
                 self._see(pid, now)
+                # rg is forked by the worker's launch server: a grandchild.
+                for grandchild in children(pid):
+                    self._see(grandchild, now)
             self._stop.wait(self._interval)
 
     def _see(self, pid: int, now: float) -> None:

@@ -12,6 +12,9 @@ import signal
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
+
+from opentelemetry import trace
 
 from fs_search.activities.beneath import Tree
 from fs_search.activities.contract import ErrorCode
@@ -19,6 +22,7 @@ from fs_search.activities.errors import SearchError
 from fs_search.activities.progress import Progress
 from fs_search.activities.rg._fifo_watch import watch_fifos
 from fs_search.activities.rg._gate import FairGate
+from fs_search.activities.rg._launcher import Failure, Launched, LaunchError, LaunchServer
 from fs_search.activities.rg._sandbox import LAUNCH_FAILED, Sandbox
 
 log = logging.getLogger(__name__)
@@ -26,6 +30,7 @@ log = logging.getLogger(__name__)
 _CHUNK = 256 * 1024
 _PIPE_BYTES = 1024 * 1024
 _STDERR_KEEP = 64 * 1024
+_COALESCE_BYTES = 1024 * 1024
 # The environment rg sees: nothing from the worker's (no RIPGREP_CONFIG_PATH, no
 # RIPGREP_*, no HOME-based git config). argv[0] is absolute, PATH is only for `timeout`.
 _SCRUBBED_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C"}
@@ -39,12 +44,32 @@ def is_abort(returncode: int) -> bool:
     return returncode in (-signal.SIGABRT, 128 + signal.SIGABRT)
 
 
+class _Process(Protocol):
+    """What the executor reads of a running group's leader: an asyncio ``Process`` (run
+    directly) or a :class:`~fs_search.activities.rg._launcher.Launched` (via the launch server)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def stdout(self) -> asyncio.StreamReader | None: ...
+
+    @property
+    def stderr(self) -> asyncio.StreamReader | None: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    async def wait(self) -> int: ...
+
+
 @dataclass(frozen=True)
 class RgRun:
     """A finished rg process: its exit code (negative: killed by that signal) and output.
 
-    ``chunks`` is stdout as read, never joined: a consumer can parse it piece by piece
-    without a second copy of the whole output in memory.
+    ``chunks`` is stdout in pieces of about 1 MiB (reads joined as they come), never joined
+    whole: a consumer can parse it piece by piece without a second copy of the whole output
+    in memory.
     """
 
     returncode: int
@@ -79,10 +104,16 @@ def default_backstop() -> str | None:
 class Executor:
     """Runs argvs (never shell strings) as process groups it can always kill.
 
+    With a ``sandbox``, rg is started by the launch server
+    (:mod:`~fs_search.activities.rg._launcher`): forked from a small single-threaded process
+    started once, confined there, its group killed by that server ``backstop_grace`` after
+    the budget, and killed with it when the worker dies. Without one, the argv runs directly
+    (under ``backstop`` when given).
+
     Args:
-        backstop: path of coreutils ``timeout`` (None: no backstop). rg runs under it with
-            a SIGKILL deadline slightly beyond the call's budget, so an rg orphaned by a
-            killed worker still dies on time.
+        backstop: path of coreutils ``timeout`` for argvs run directly (None: no backstop).
+            They run under it with a SIGKILL deadline slightly beyond the call's budget, so
+            one orphaned by a killed worker still dies on time.
         kill_grace: seconds between SIGTERM and SIGKILL when a search is cancelled.
         backstop_grace: seconds the backstop adds to a call's budget.
         sandbox: the launcher's restrictions (Landlock, limits) for every run; None runs
@@ -108,7 +139,8 @@ class Executor:
         self.sandbox = sandbox
         self._kill_grace = kill_grace
         self._backstop_grace = backstop_grace
-        self._live: set[asyncio.subprocess.Process] = set()
+        self._live: set[_Process] = set()
+        self.launcher = LaunchServer(sandbox) if sandbox is not None else None
         self.max_running = max_running
         self.gate = FairGate(max_running, max_running_per_key) if max_running else None
 
@@ -187,11 +219,57 @@ class Executor:
         tree: Tree | None,
         nice: int,
     ) -> RgRun:
+        proc: _Process
+        if self.launcher is not None:
+            proc = await self._launch(argv, cwd, timeout_s, tree, nice)
+        else:
+            proc = await self._spawn(argv, cwd, timeout_s, tree, nice)
+        self._live.add(proc)
+        # The breakdown's spawn/rg split (a no-op without an OpenTelemetry SDK).
+        trace.get_current_span().add_event("fs_search.spawned")
+        if progress is not None and progress.rg_started is None:
+            progress.rg_started = time.monotonic()
+        try:
+            return await self._collect(proc, argv, timeout_s, max_stdout, progress, tree)
+        finally:
+            self._live.discard(proc)
+
+    async def _launch(
+        self, argv: Sequence[str], cwd: str | int, timeout_s: float, tree: Tree | None, nice: int
+    ) -> Launched:
+        """Start ``argv`` through the launch server (sandboxed; backstop in the server)."""
+        assert self.launcher is not None
+        opened = None
+        if isinstance(cwd, str):
+            try:
+                opened = os.open(cwd, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError as e:
+                raise _cannot_enter(e.strerror) from e
+        try:
+            return await self.launcher.spawn(
+                argv,
+                cwd=opened if opened is not None else int(cwd),
+                readable=[tree.fd] if tree else [],
+                env=_SCRUBBED_ENV,
+                deadline_s=max(timeout_s, 0.001) + self._backstop_grace,
+                nice=nice,
+                limit=_CHUNK,
+                pipe_bytes=_PIPE_BYTES,
+            )
+        except (LaunchError, OSError) as e:
+            failure = e.failure if isinstance(e, LaunchError) else Failure("spawn", 0, str(e))
+            raise _launch_failed(failure) from e
+        finally:
+            if opened is not None:
+                os.close(opened)
+
+    async def _spawn(
+        self, argv: Sequence[str], cwd: str | int, timeout_s: float, tree: Tree | None, nice: int
+    ) -> asyncio.subprocess.Process:
+        """Start ``argv`` directly (no sandbox), under the backstop when there is one."""
         full = list(argv)
         inherit = [fd for fd in (cwd, tree.fd if tree else None) if isinstance(fd, int)]
         run_in = f"/proc/self/fd/{cwd}" if isinstance(cwd, int) else cwd
-        if self.sandbox is not None:
-            full = self.sandbox.wrap(full, readable=[tree.fd] if tree else [])
         if self._backstop:
             budget = max(timeout_s, 0.001) + self._backstop_grace
             full = [self._backstop, "--signal=KILL", f"{budget:.3f}s", *full]
@@ -211,32 +289,23 @@ class Executor:
         except OSError as e:
             if e.filename == run_in:
                 # Named in our words: the path is the worker's, not the model's.
-                raise SearchError(
-                    ErrorCode.SEARCH_FAILED,
-                    f"the search directory cannot be entered: {e.strerror}",
-                ) from e
+                raise _cannot_enter(e.strerror) from e
             # The program's path is the worker's installation: the log has it, the model not.
             log.error("could not start %s: %s", full[0], e)
             raise SearchError(
                 ErrorCode.SEARCH_FAILED,
                 f"ripgrep could not be started on this worker ({e.strerror or 'unknown error'})",
             ) from e
-        self._live.add(proc)
-        if progress is not None and progress.rg_started is None:
-            progress.rg_started = time.monotonic()
         if nice:
-            # The group so far (the backstop; the launcher and rg inherit it when forked).
+            # The group so far (the backstop; rg inherits it when forked).
             with contextlib.suppress(OSError):
                 os.setpriority(os.PRIO_PGRP, proc.pid, nice)
         _widen_pipe(proc)
-        try:
-            return await self._collect(proc, argv, timeout_s, max_stdout, progress, tree)
-        finally:
-            self._live.discard(proc)
+        return proc
 
     async def _collect(
         self,
-        proc: asyncio.subprocess.Process,
+        proc: _Process,
         argv: Sequence[str],
         timeout_s: float,
         max_stdout: int,
@@ -247,6 +316,11 @@ class Executor:
         stderr_task = asyncio.ensure_future(_read_bounded(proc.stderr, _STDERR_KEEP))
         watch = asyncio.ensure_future(watch_fifos(proc.pid, tree)) if tree else None
         chunks: list[bytes] = []
+        # rg's writes arrive as reads of a few KiB: kept as they come, thousands of small
+        # objects fragment the heap, which then keeps their memory after they are freed.
+        # They are joined into ~1 MiB chunks (served by mmap, returned when freed).
+        small: list[bytes] = []
+        small_bytes = 0
         read = 0
         try:
             async with asyncio.timeout(timeout_s):
@@ -261,7 +335,13 @@ class Executor:
                             f"the search produced more than {max_stdout} bytes of raw output "
                             "and was stopped; narrow the pattern, path or include",
                         )
-                    chunks.append(chunk)
+                    small.append(chunk)
+                    small_bytes += len(chunk)
+                    if small_bytes >= _COALESCE_BYTES:
+                        chunks.append(_joined(small))
+                        small, small_bytes = [], 0
+                if small:
+                    chunks.append(_joined(small))
                 returncode = await proc.wait()
                 stderr = await stderr_task
         except TimeoutError:
@@ -285,6 +365,9 @@ class Executor:
             log.warning(
                 "rg was stopped blocked on a FIFO outside the workspace: %r", watch.result()
             )
+        failure = proc.failure if isinstance(proc, Launched) else None
+        if failure is not None:
+            raise _launch_failed(failure)
         if self.sandbox is not None and returncode == LAUNCH_FAILED:
             log.error("the sandbox launcher failed: %s", stderr.decode("utf-8", "replace")[:500])
             raise SearchError(
@@ -301,7 +384,7 @@ class Executor:
             fifo_refused=fifo_refused,
         )
 
-    async def _kill(self, proc: asyncio.subprocess.Process) -> None:
+    async def _kill(self, proc: _Process) -> None:
         """SIGTERM the group, then SIGKILL it after the grace period; always reaps."""
         self._signal_group(proc, signal.SIGTERM)
         # Process.wait() also waits for the pipes to close: keep stdout flowing to its EOF
@@ -321,7 +404,9 @@ class Executor:
             drain.cancel()
 
     @staticmethod
-    def _signal_group(proc: asyncio.subprocess.Process, sig: int) -> None:
+    def _signal_group(proc: _Process, sig: int) -> None:
+        if isinstance(proc, Launched) and proc.returncode is not None:
+            return  # reaped by the server: its pid may be another process's by now
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, sig)
 
@@ -333,6 +418,27 @@ class Executor:
         for proc in procs:
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(proc.wait(), 2)
+
+
+def _cannot_enter(strerror: str | None) -> SearchError:
+    return SearchError(
+        ErrorCode.SEARCH_FAILED, f"the search directory cannot be entered: {strerror}"
+    )
+
+
+def _launch_failed(failure: Failure) -> SearchError:
+    """The contract error for a child that never became rg (details only in the log)."""
+    if failure.stage == "chdir":
+        return _cannot_enter(os.strerror(failure.errno) if failure.errno else failure.message)
+    log.error("rg could not be started (%s): %s", failure.stage, failure.message[:500])
+    if failure.stage == "exec":
+        reason = os.strerror(failure.errno) if failure.errno else "unknown error"
+        return SearchError(
+            ErrorCode.SEARCH_FAILED, f"ripgrep could not be started on this worker ({reason})"
+        )
+    return SearchError(
+        ErrorCode.SEARCH_FAILED, "ripgrep could not be started in its sandbox on this worker"
+    )
 
 
 def _over_budget(timeout_s: float, *, queued: bool) -> SearchError:
@@ -367,6 +473,10 @@ def _widen_pipe(proc: asyncio.subprocess.Process) -> None:
         return
     with contextlib.suppress(OSError, ValueError):  # ValueError: rg already done, pipe closed
         fcntl.fcntl(fileobj.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+
+
+def _joined(pieces: list[bytes]) -> bytes:
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
 
 async def _read_bounded(stream: asyncio.StreamReader, keep: int) -> bytes:

@@ -1,9 +1,10 @@
 """Exec rg under resource limits and a Landlock ruleset (run as a script: stdlib only).
 
-The executor starts ``python -I -S _launch.py [options] -- rg ...`` between the
-``timeout`` backstop and rg. This process limits itself, restricts itself with Landlock and
-then execs rg in place (same pid, same process group), so rg inherits every restriction
-and nothing of the multi-threaded worker runs between fork and exec.
+Run as ``python -I -S _launch.py [options] -- rg ...``, this process limits itself,
+restricts itself with Landlock and then execs rg in place (same pid, same process group), so
+rg inherits every restriction and nothing of the multi-threaded worker runs between fork and
+exec. The worker's launch server (``_launch_server.py``) loads this file and applies the same
+:func:`limit` and :func:`restrict` in each child it forks, without an interpreter per search.
 
 Options:
   --memory-mb N       RLIMIT_AS for rg (no core files and no file writes always)

@@ -1,4 +1,5 @@
-"""The executor: rg as a process group it always kills, under the backstop and the sandbox."""
+"""The executor: rg as a process group it always kills, started sandboxed by the launch server
+(or directly, under the `timeout` backstop)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from fs_search.activities.contract import ErrorCode
 from fs_search.activities.errors import SearchError
 from fs_search.activities.progress import Progress
 from fs_search.activities.rg._executor import Executor, default_backstop
+from fs_search.activities.rg._launcher import SERVER, LaunchServer
 from fs_search.activities.rg._sandbox import LAUNCHER, Sandbox, sandbox_for
 from tests.helpers import sparse_file, write_tree
 from tests.procs import alive, exe_of, group, rg_processes, wait_until
@@ -66,8 +68,8 @@ async def test_budget_kills_the_whole_group(executor, huge, rg_bin):
             grep_argv(rg_bin), cwd=str(huge), timeout_s=1.0, max_stdout=1 << 20, tree=Tree(huge)
         )
     )
-    [(_, members)] = await members_when_running(executor, os.path.realpath(rg_bin))
-    assert len(members) >= 2  # the backstop and rg
+    [(pgid, members)] = await members_when_running(executor, os.path.realpath(rg_bin))
+    assert [p.pid for p in members] == [pgid]  # rg leads its own group
     with pytest.raises(SearchError) as info:
         await asyncio.wait_for(task, 10)
     assert info.value.code == ErrorCode.SEARCH_ABORTED and "1000 ms" in info.value.message
@@ -132,28 +134,93 @@ async def test_kill_all_stops_every_running_group(executor, huge, rg_bin):
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def test_rg_runs_under_the_backstop_and_the_sandbox_launcher(executor, huge, rg_bin):
-    """The group leader is `timeout --signal=KILL <budget + grace>` running the launcher with
-    the memory limit and the workspace as the only readable tree; rg inherits the limit."""
+async def test_rg_leads_its_group_as_a_child_of_the_launch_server(executor, huge, rg_bin):
+    """rg is the only member of its group, forked by the launch server (`python -I -S
+    launch_server.py` with the memory limit, the Landlock ABI and the loader's files), with
+    the argv unchanged, the memory limit, and none of the worker's or the server's descriptors."""
     tree = Tree(huge)
     task = asyncio.ensure_future(
         executor.run(grep_argv(rg_bin), cwd=str(huge), timeout_s=30, max_stdout=1 << 20, tree=tree)
     )
     try:
         [(pgid, members)] = await members_when_running(executor, os.path.realpath(rg_bin))
-        leader = psutil.Process(pgid)
         sandbox = executor.sandbox
-        assert sandbox is not None
-        wrapped = sandbox.wrap(grep_argv(rg_bin), readable=[tree.fd])
-        assert leader.cmdline() == [default_backstop(), "--signal=KILL", "32.000s", *wrapped]
-        [rg] = [p for p in members if exe_of(p) == os.path.realpath(rg_bin)]
-        assert rg.cmdline() == grep_argv(rg_bin)
+        assert sandbox is not None and executor.launcher is not None
+        [rg] = members
+        assert rg.pid == pgid and rg.cmdline() == grep_argv(rg_bin)
+        server = psutil.Process(rg.ppid())
+        assert server.pid == executor.launcher.pid
+        assert server.cmdline()[:4] == [sandbox.python, "-I", "-S", SERVER]
+        assert server.ppid() == os.getpid() and os.getsid(server.pid) == server.pid
+        # Beyond 0-2, only what rg itself opened (the file it searches, under the tree).
+        extra = [os.readlink(f"/proc/{rg.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{rg.pid}/fd")]
+        assert all(t.startswith(str(huge)) for t in extra[3:] if not t.startswith("anon_inode"))
+        assert os.readlink(f"/proc/{rg.pid}/cwd") == str(huge)
         limits = Path(f"/proc/{rg.pid}/limits").read_text()
         [line] = [li for li in limits.splitlines() if li.startswith("Max address space")]
         assert line.split()[3] == str(MEMORY_MB * 1024 * 1024)
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_the_launch_server_kills_a_group_at_its_deadline(huge, rg_bin):
+    """The backstop: a run nobody stops is SIGKILLed by the server at its deadline."""
+    launcher = LaunchServer(sandbox_for("auto", MEMORY_MB, program=rg_bin))
+    tree = Tree(huge)
+    started = time.monotonic()
+    proc = await launcher.spawn(
+        grep_argv(rg_bin), cwd=tree.fd, readable=[tree.fd], env={}, deadline_s=0.5
+    )
+    try:
+        assert await asyncio.wait_for(proc.wait(), 10) == -9
+        assert time.monotonic() - started < 5
+        assert alive(group(proc.pid)) == []
+    finally:
+        launcher.close()
+
+
+async def test_a_deadline_only_kills_its_own_run(huge, rg_bin):
+    """A finished run's deadline passing never kills a later run (whose pidfd may have the
+    finished one's number)."""
+    launcher = LaunchServer(sandbox_for("auto", MEMORY_MB, program=rg_bin))
+    tree = Tree(huge)
+    try:
+        quick = await launcher.spawn(
+            [rg_bin, "--version"], cwd=tree.fd, readable=[tree.fd], env={}, deadline_s=0.3
+        )
+        assert await asyncio.wait_for(quick.wait(), 10) == 0
+        slow = await launcher.spawn(
+            grep_argv(rg_bin), cwd=tree.fd, readable=[tree.fd], env={}, deadline_s=60
+        )
+        await asyncio.sleep(1.0)  # well past the quick run's deadline
+        assert slow.returncode is None and alive(group(slow.pid)) != []
+        os.killpg(slow.pid, 9)
+        assert await asyncio.wait_for(slow.wait(), 10) == -9
+    finally:
+        launcher.close()
+
+
+async def test_rg_dies_with_the_launch_server_and_a_new_server_starts(executor, huge, rg_bin):
+    """SIGKILL to the server (as when the worker is SIGKILLed): its rg dies at once
+    (PR_SET_PDEATHSIG), the run ends, and the next run starts a new server."""
+    task = asyncio.ensure_future(
+        executor.run(
+            grep_argv(rg_bin), cwd=str(huge), timeout_s=60, max_stdout=1 << 20, tree=Tree(huge)
+        )
+    )
+    [(_, members)] = await members_when_running(executor, os.path.realpath(rg_bin))
+    assert executor.launcher is not None
+    first = executor.launcher.pid
+    assert first is not None
+    os.kill(first, 9)
+    await asyncio.to_thread(wait_until, lambda: alive(members) == [], 5)
+    run = await asyncio.wait_for(task, 10)
+    assert run.returncode == -9
+    again = await executor.run(
+        [rg_bin, "--version"], cwd=str(huge), timeout_s=10, max_stdout=1 << 20
+    )
+    assert again.returncode == 0 and executor.launcher.pid not in (None, first)
 
 
 def test_sandbox_wrap_names_the_readable_trees_only_under_landlock():
