@@ -6,6 +6,7 @@ One function per tool, free of I/O and of Temporal, so it can run in a helper pr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from fs_search.activities.results import _glob_names as glob_names
@@ -39,6 +40,17 @@ class GrepDigest:
         return self.total > len(self.page)
 
 
+# What parsing part of an output yields: its files' matching lines and how many there are.
+Part = tuple[dict[str, FileLines], int]
+
+
+def grep_part(chunks: list[bytes]) -> Part:
+    """Parse a later part of an ``rg --json`` output (cut at a line end) on its own: a
+    helper's share of a large output, merged by :func:`grep` (``rest``)."""
+    stream = parse.parse_chunks(chunks)
+    return stream.files, stream.total
+
+
 def grep(
     chunks: list[bytes],
     target: SearchTarget,
@@ -47,13 +59,20 @@ def grep(
     max_line_bytes: int,
     artifact: bool,
     every: bool,
+    rest: Callable[[], Part] | None = None,
 ) -> GrepDigest:
     """Parse ``rg --json`` chunks; page, artifact and full list as asked.
+
+    ``rest``, when given, returns the parsed remainder of the output (``chunks`` then
+    being its head, cut at a line end): called once the head is parsed, while another
+    process may still be parsing the remainder.
 
     Raises:
         parse.MalformedOutput: the output is not rg's JSON lines.
     """
     stream = parse.parse_chunks(chunks)
+    if rest is not None:
+        stream.merge(*rest())
     files = [(target.display(path), lines) for path, lines in stream.by_path()]
     page = render.grep_page(files, cap=cap, max_line_bytes=max_line_bytes)
     over_cap = stream.total > len(page)

@@ -28,10 +28,15 @@ def job_name(job: Callable[..., Any]) -> str:
 
 
 # The functions a helper may run, by name; nothing else from a request is ever called.
-# Only grep's digest: a glob digest is bulk work on bytes (~0.1-0.4 s for 20 MB), which a
-# helper did not speed up under concurrency while holding the output and its artifact
-# several times over to ship them; any job not here runs in a thread.
-JOBS: dict[str, Callable[..., Any]] = {job_name(job): job for job in (digest.grep,)}
+# Only grep's digest (and its part): a glob digest is bulk work on bytes (~0.1-0.4 s for
+# 20 MB), which a helper did not speed up under concurrency while holding the output and
+# its artifact several times over to ship them; any job not here runs in a thread.
+JOBS: dict[str, Callable[..., Any]] = {
+    job_name(job): job for job in (digest.grep, digest.grep_part)
+}
+# Jobs whose output may be split when one runs alone: the job's remainder-parsing part, run
+# in a helper while the job parses the head in a thread (the job's ``rest`` argument).
+SPLITS: dict[str, Callable[[list[bytes]], Any]] = {job_name(digest.grep): digest.grep_part}
 
 
 def frame(value: object) -> bytes:

@@ -4,9 +4,10 @@ Parsing is pure Python, so threads share one core (the GIL). When several large 
 outputs are being digested at once, they go to helper processes instead
 (``python -I -m fs_search.activities.results._helper``, our own subprocesses, each in its own
 process group and gone when its stdin closes): concurrent searches then use every core
-while the worker's event loop keeps heartbeating and serving Temporal. Small outputs, a
-search running alone, and every glob stay in a thread, where the hop costs less than
-shipping the bytes.
+while the worker's event loop keeps heartbeating and serving Temporal. Small outputs and
+every glob stay in a thread, where the hop costs less than shipping the bytes; a large grep
+output digested alone is split: its second half parsed in a helper while a thread parses
+the first.
 
 Helpers run isolated (``-I``: no PYTHONPATH, no user site, no script directory) in ``/``,
 so nothing in the worker's working directory (a workspace, say) can shadow a module they
@@ -16,6 +17,7 @@ import.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import ctypes
 import fcntl
@@ -28,7 +30,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
-from fs_search.activities.results._helper import HEADER, JOBS, frame, job_name
+from fs_search.activities.results._helper import HEADER, JOBS, SPLITS, frame, job_name
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +39,8 @@ R = TypeVar("R")
 
 # Below this much raw output, a thread hop is cheaper than another process.
 PROCESS_THRESHOLD_BYTES = 512 * 1024
+# From this much raw output, a job alone is split: half parsed in a helper, half in a thread.
+SPLIT_THRESHOLD_BYTES = 4 * 1024 * 1024
 # Allocations from this size are always served by mmap, so freeing them returns the memory.
 MMAP_THRESHOLD_BYTES = 1024 * 1024
 _M_MMAP_THRESHOLD = -3  # glibc's mallopt() parameter number
@@ -62,6 +66,21 @@ def default_processes() -> int:
     """Helpers when none are configured: one per core up to 4; none on a single core."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return 0 if (cores or 1) < 2 else min(cores or 1, 4)
+
+
+def halves(chunks: list[bytes], size: int) -> tuple[list[bytes], list[bytes]]:
+    """``chunks`` (``size`` bytes in all) cut in two at the first line end past the middle
+    (the tail is empty when there is none)."""
+    at = size // 2
+    for i, chunk in enumerate(chunks):
+        if at < len(chunk):
+            cut = chunk.find(b"\n", at) + 1
+            if cut:
+                head = [*chunks[:i], chunk[:cut]]
+                rest = chunk[cut:]
+                return head, ([rest] if rest else []) + chunks[i + 1 :]
+        at = max(0, at - len(chunk))
+    return chunks, []
 
 
 class HelperDied(RuntimeError):
@@ -96,7 +115,12 @@ class _Helper:
         return cls(proc)
 
     async def call(
-        self, name: str, chunks: list[bytes], args: tuple[Any, ...], kwargs: dict[str, Any]
+        self,
+        name: str,
+        chunks: list[bytes],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        sent: asyncio.Event | None = None,
     ) -> Any:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         try:
@@ -104,6 +128,8 @@ class _Helper:
             self.proc.stdin.write(HEADER.pack(sum(len(c) for c in chunks)))
             self.proc.stdin.writelines(chunks)
             await self.proc.stdin.drain()
+            if sent is not None:
+                sent.set()
             header = await self.proc.stdout.readexactly(HEADER.size)
             body = await self.proc.stdout.readexactly(HEADER.unpack(header)[0])
         except (ConnectionError, asyncio.IncompleteReadError, BrokenPipeError) as e:
@@ -129,10 +155,17 @@ class Offload:
         threshold: raw bytes from which work goes to a helper.
     """
 
-    def __init__(self, processes: int, *, threshold: int = PROCESS_THRESHOLD_BYTES) -> None:
+    def __init__(
+        self,
+        processes: int,
+        *,
+        threshold: int = PROCESS_THRESHOLD_BYTES,
+        split_threshold: int = SPLIT_THRESHOLD_BYTES,
+    ) -> None:
         mmap_large_allocations()
         self.processes = processes
         self.threshold = threshold
+        self.split_threshold = split_threshold
         self._idle: list[_Helper] = []
         self._in_flight = 0
         self._available: asyncio.Semaphore | None = None
@@ -150,20 +183,66 @@ class Offload:
 
         A helper runs only jobs registered in :data:`_helper.JOBS` (found there by name: a
         grep digest); any other job (a glob digest) always runs in a thread. A lone job
-        stays in a thread even when large: shipping the output to another process only
-        pays off when digests would otherwise queue for the one core.
+        stays in a thread, except a large one that can be split (:data:`_helper.SPLITS`,
+        from ``split_threshold`` bytes): the output's second half is then parsed in a
+        helper while the first half is parsed in a thread, on two cores at once. Shipping
+        a whole output to another process only pays off when digests would otherwise
+        queue for the one core.
         """
         self._in_flight += 1
         try:
             local = functools.partial(job, chunks, *args, **kwargs)
             name = job_name(job)
             alone = self._in_flight <= 1
-            small = sum(len(c) for c in chunks) < self.threshold
-            if self.processes <= 0 or alone or small or name not in JOBS:
+            size = sum(len(c) for c in chunks)
+            if self.processes > 0 and alone and size >= self.split_threshold and name in SPLITS:
+                head, tail = halves(chunks, size)
+                if tail:
+                    chunks.clear()  # handed over in two halves
+                    return cast(R, await self._split(job, name, head, tail, args, kwargs))
+            if self.processes <= 0 or alone or size < self.threshold or name not in JOBS:
                 return await asyncio.to_thread(local)
             return cast(R, await self._in_helper(local, name, chunks, args, kwargs))
         finally:
             self._in_flight -= 1
+
+    async def _split(
+        self,
+        job: Callable[..., Any],
+        name: str,
+        head: list[bytes],
+        tail: list[bytes],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        """A lone large job on two cores: its output's tail parsed in a helper while the job
+        parses the head in a thread, then takes the tail's part (its ``rest`` argument)."""
+        part = SPLITS[name]
+        sent = asyncio.Event()
+        remainder = asyncio.ensure_future(
+            self._in_helper(functools.partial(part, tail), job_name(part), tail, (), {}, sent=sent)
+        )
+        handed: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def hand_over(task: asyncio.Future[Any]) -> None:
+            if task.cancelled():
+                handed.cancel()
+            elif (error := task.exception()) is not None:
+                handed.set_exception(error)
+            else:
+                handed.set_result(task.result())
+
+        remainder.add_done_callback(hand_over)
+        shipped = asyncio.ensure_future(sent.wait())
+        try:
+            # The tail goes into the helper's pipe first: shipped while the head is being
+            # parsed, its writes would wait for the parsing thread's GIL.
+            await asyncio.wait([remainder, shipped], return_when=asyncio.FIRST_COMPLETED)
+            return await asyncio.to_thread(job, head, *args, rest=handed.result, **kwargs)
+        finally:
+            shipped.cancel()
+            if not remainder.done():
+                remainder.cancel()  # the head failed or the call was cancelled
 
     async def _in_helper(
         self,
@@ -172,8 +251,13 @@ class Offload:
         chunks: list[bytes],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
+        *,
+        sent: asyncio.Event | None = None,
     ) -> Any:
-        """The job in an idle helper (one started if none); in a thread if that fails."""
+        """The job in an idle helper (one started if none); in a thread if that fails.
+
+        ``sent`` is set once the output is in the helper's pipe (or the job goes to a
+        thread instead)."""
         if self._available is None:
             self._available = asyncio.Semaphore(self.processes)
         async with self._available:
@@ -183,13 +267,17 @@ class Offload:
                     helper = await _Helper.start()
                 except OSError as e:
                     log.warning("cannot start a digest helper (%s); digesting in a thread", e)
+                    if sent is not None:
+                        sent.set()
                     return await asyncio.to_thread(local)
                 self._all.add(helper)
             try:
-                result = await helper.call(name, chunks, args, kwargs)
+                result = await helper.call(name, chunks, args, kwargs, sent)
             except HelperDied as e:
                 log.warning("%s; digesting in a thread instead", e)
                 self._discard(helper)
+                if sent is not None:
+                    sent.set()
                 return await asyncio.to_thread(local)
             except asyncio.CancelledError:
                 # Mid-request, its pipe holds a half-read answer: it cannot be reused.

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import re
+from itertools import groupby, islice, repeat
 
 from pydantic_core import from_json
 
@@ -15,6 +17,23 @@ _SUMMARY_MARK = b'"type":"summary"'
 # (offsets, submatches) is cut off before parsing. The sequence cannot occur inside a
 # JSON string (its quotes would be escaped), so its first occurrence is the key.
 _AFTER_NEEDED = b',"absolute_offset":'
+# Every message of rg's has this once (inside a string its quotes would be escaped).
+_TYPE_KEY = b'"type":"'
+# A JSON string's contents as rg writes them, on one line.
+_STRING = rb'[^"\\\n]*(?:\\.[^"\\\n]*)*'
+# A match message up to its line number, with path and line as text (rg's key order):
+# path, line and number captured raw. The opening sequence cannot occur inside a string.
+_MATCHES = re.compile(
+    rb'\{"type":"match","data":\{"path":\{"text":"(' + _STRING + rb')"\},'
+    rb'"lines":\{"text":"(' + _STRING + rb')"\},"line_number":(\d+),'
+)
+
+
+def _without_eol(text: str) -> str:
+    """A matching line without its one \\n or \\r\\n."""
+    if text[-1:] == "\n":
+        return text[:-2] if text[-2:] == "\r\n" else text[:-1]
+    return text
 
 
 class MalformedOutput(ValueError):
@@ -66,37 +85,80 @@ class GrepStream:
             self._tail = []
         else:
             data = chunk
-        lines = data.split(b"\n")
-        rest = lines.pop()
-        if rest:
-            self._tail.append(rest)
+        end = data.rfind(b"\n") + 1
+        if end < len(data):
+            self._tail.append(data[end:])
+        try:
+            self._lines(data, end)
+        except MalformedOutput:
+            raise
+        except (ValueError, TypeError) as e:  # a string or number the bulk parse refused
+            raise MalformedOutput(f"unreadable match message: {e}") from e
+
+    def _lines(self, data: bytes, end: int) -> None:
+        """The complete lines ``data[:end]``: in bulk when every line is a message and every
+        match message reads as text (nearly always), else one line at a time."""
+        found = _MATCHES.findall(data, 0, end)
+        if len(found) == data.count(_MATCH_PREFIX, 0, end) and data.count(
+            b"\n", 0, end
+        ) == data.count(_TYPE_KEY, 0, end):
+            if found:
+                self._add(found)
+            return
+        for line in data[:end].split(b"\n"):
+            self._line(line)
+
+    def _add(self, found: list[tuple[bytes, bytes, bytes]]) -> None:
+        """Matches as ``_MATCHES`` captured them, their strings decoded in one JSON parse
+        each (C code, no Python step per match beyond pairing)."""
+        paths, lines, numbers = zip(*found, strict=True)
+        texts: list[str] = from_json(b'["' + b'","'.join(lines) + b'"]')
+        # A line comes with its end of line: strip one \n or \r\n.
+        if all(map(str.endswith, texts, repeat("\n"))) and not any(
+            map(str.endswith, texts, repeat("\r\n"))
+        ):
+            texts = [text[:-1] for text in texts]
+        else:
+            texts = [_without_eol(text) for text in texts]
+        pairs = zip(from_json(b"[" + b",".join(numbers) + b"]"), texts, strict=True)
         files = self.files
-        for line in lines:
-            if not line.startswith(_MATCH_PREFIX):
-                self._other(line)
-                continue
-            try:
-                cut = line.find(_AFTER_NEEDED)
-                match = from_json(line[:cut] + b"}}" if cut > 0 else line)["data"]
-                path = match["path"].get("text")
-                if path is None:
-                    path = decode_field(match["path"])
-                text = match["lines"].get("text")
-                if text is None:
-                    text = decode_field(match["lines"])
-                number = match["line_number"]
-            except (ValueError, KeyError, TypeError, AttributeError) as e:
-                raise MalformedOutput(f"unreadable match message: {e}") from e
-            if not isinstance(number, int):
-                raise MalformedOutput(f"line_number is not an integer: {number!r}")
-            if text[-1:] == "\n":  # the line without its \n or \r\n
-                text = text[:-2] if text[-2:] == "\r\n" else text[:-1]
-            found = files.get(path)
-            if found is None:
-                files[path] = [(number, text)]
+        # rg writes each file's messages together: paths come in runs, one per file.
+        for raw, run in groupby(paths):
+            got = list(islice(pairs, len(list(run))))
+            path = raw.decode() if b"\\" not in raw else from_json(b'"' + raw + b'"')
+            held = files.get(path)
+            if held is None:
+                files[path] = got
             else:
-                found.append((number, text))
-            self.total += 1
+                held.extend(got)
+        self.total += len(texts)
+
+    def _line(self, line: bytes) -> None:
+        """One line of output, parsed on its own."""
+        if not line.startswith(_MATCH_PREFIX):
+            self._other(line)
+            return
+        try:
+            cut = line.find(_AFTER_NEEDED)
+            match = from_json(line[:cut] + b"}}" if cut > 0 else line)["data"]
+            path = match["path"].get("text")
+            if path is None:
+                path = decode_field(match["path"])
+            text = match["lines"].get("text")
+            if text is None:
+                text = decode_field(match["lines"])
+            number = match["line_number"]
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise MalformedOutput(f"unreadable match message: {e}") from e
+        if not isinstance(number, int):
+            raise MalformedOutput(f"line_number is not an integer: {number!r}")
+        text = _without_eol(text)
+        found = self.files.get(path)
+        if found is None:
+            self.files[path] = [(number, text)]
+        else:
+            found.append((number, text))
+        self.total += 1
 
     def _other(self, line: bytes) -> None:
         if not line or line.startswith(_SKIP_PREFIXES) or not line.strip():
@@ -104,6 +166,16 @@ class GrepStream:
         if _SUMMARY_MARK in line:
             return
         raise MalformedOutput(f"unexpected output line: {line[:80]!r}")
+
+    def merge(self, files: dict[str, FileLines], total: int) -> None:
+        """Add the matches parsed from the output that follows this stream's (in order)."""
+        for path, lines in files.items():
+            held = self.files.get(path)
+            if held is None:
+                self.files[path] = lines
+            else:
+                held.extend(lines)
+        self.total += total
 
     def finish(self) -> None:
         """Consume what is left of the stream."""

@@ -14,7 +14,7 @@ import pytest
 from fs_search.activities.results import _digest as digest
 from fs_search.activities.results import _parse as parse
 from fs_search.activities.results._helper import HEADER, frame, job_name
-from fs_search.activities.results._offload import Offload, mmap_large_allocations
+from fs_search.activities.results._offload import Offload, halves, mmap_large_allocations
 from fs_search.activities.workspace import SearchTarget
 from tests.procs import alive, group
 
@@ -222,5 +222,75 @@ async def test_a_job_helpers_do_not_know_runs_in_a_thread():
             *[offload.run(count_nuls, [b"a\0" * 1000], scale=2) for _ in range(3)]
         )
         assert results == [2000, 2000, 2000] and offload.helper_pids == []
+    finally:
+        offload.shutdown()
+
+
+# --- a lone large grep output, split across a helper and a thread ------------------------
+
+
+@pytest.mark.parametrize("size", [1, 7, 4096, 1 << 20])
+def test_halves_cut_at_a_line_end_past_the_middle(size):
+    """The two halves hold the output in order, the head ending at a line end past half."""
+    data = rg_json(3, 7)
+    head, tail = halves(chunks_of(data, size), len(data))
+    joined = b"".join(head)
+    assert joined + b"".join(tail) == data
+    assert joined.endswith(b"\n") and len(joined) >= len(data) // 2
+    assert b"\n" not in joined[len(data) // 2 : -1]
+
+
+def test_an_output_without_a_line_end_past_the_middle_is_not_halved():
+    """With no line end past the middle there is no tail: the job runs whole."""
+    data = b"x\n" + b"y" * 100
+    assert halves(chunks_of(data, 7), len(data))[1] == []
+
+
+async def test_a_lone_large_grep_is_split_between_a_helper_and_a_thread():
+    """Alone but large, a grep digest has its output's second half parsed in a helper:
+    the result is the thread's result, and a helper ran although nothing else did."""
+    data = rg_json(40, 100)
+    expected = digest.grep(chunks_of(data), **KW)
+    offload = Offload(1, split_threshold=64 * 1024)
+    try:
+        chunks = chunks_of(data)
+        assert await offload.run(digest.grep, chunks, **KW) == expected
+        assert chunks == [] and len(offload.helper_pids) == 1
+        # Lone and small: a thread, as before.
+        assert (await offload.run(digest.grep, [rg_json(1, 2)], **KW)).total == 2
+    finally:
+        offload.shutdown()
+
+
+@pytest.mark.parametrize("where", ["head", "tail"])
+async def test_a_malformed_half_of_a_split_output_is_reported(where):
+    """Garbage in either half raises MalformedOutput, and the offload keeps serving."""
+    good, bad = rg_json(40, 100), b"not json\n" * 4000
+    data = bad + good if where == "head" else good + bad
+    offload = Offload(1, split_threshold=64 * 1024)
+    try:
+        with pytest.raises(parse.MalformedOutput):
+            await offload.run(digest.grep, chunks_of(data), **KW)
+        assert (await offload.run(digest.grep, chunks_of(good), **KW)).total == 4000
+    finally:
+        offload.shutdown()
+
+
+async def test_cancelling_a_split_digest_leaves_the_offload_usable():
+    """A split digest cancelled mid-way raises CancelledError; its helper is discarded and
+    the next large digest is split and right again."""
+    big = rg_json(200, 500)
+    offload = Offload(1, split_threshold=64 * 1024)
+    try:
+        task = asyncio.ensure_future(offload.run(digest.grep, chunks_of(big), **KW))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        data = rg_json(40, 100)
+        assert await offload.run(digest.grep, chunks_of(data), **KW) == digest.grep(
+            chunks_of(data), **KW
+        )
+        assert len(offload.helper_pids) == 1
     finally:
         offload.shutdown()

@@ -6,6 +6,8 @@ import base64
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fs_search.activities.results import _parse as parse
 
@@ -21,7 +23,8 @@ def _match(path: dict, line: dict, number: int) -> bytes:
             "submatches": [],
         },
     }
-    return json.dumps(message, separators=(",", ":")).encode() + b"\n"
+    # As rg writes it: UTF-8 as is, only quotes, backslashes and controls escaped.
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
 
 
 SUMMARY = b'{"data":{"elapsed_total":{"secs":0}},"type":"summary"}\n'
@@ -188,3 +191,83 @@ def test_chunking_never_changes_the_parse(size):
 def test_ends_with_summary_skips_trailing_newlines_across_chunks(chunks):
     """Trailing blank lines, even in chunks of their own, do not hide the last message."""
     assert parse.ends_with_summary(chunks) is (SUMMARY in b"".join(chunks))
+
+
+# --- the bulk parse agrees with parsing each line on its own -----------------------------
+# Matches are parsed in bulk (one regex pass and one JSON parse per chunk) when every line
+# of a chunk reads that way, else line by line: whatever rg writes (quotes, backslashes,
+# escapes, CRLF, a last line without its newline, non-UTF-8 as base64 "bytes"), both ways
+# and any cut into chunks give what json.loads of each message gives.
+
+_TEXTS = st.lists(
+    st.sampled_from(["a", "é", '"', "\\", "\\n", "\n", "\r", "\t", "\x00", "\x1b", "☃", "/", " "]),
+    max_size=12,
+).map("".join)
+
+
+def _expected(messages: list[tuple[str, str, int]]) -> list[tuple[str, list[tuple[int, str]]]]:
+    """The parse by definition: json.loads of each match message, one end of line off."""
+    files: dict[str, list[tuple[int, str]]] = {}
+    for path, line, number in messages:
+        if line.endswith("\r\n"):
+            line = line[:-2]
+        elif line.endswith("\n"):
+            line = line[:-1]
+        files.setdefault(path, []).append((number, line))
+    ordered = sorted(files.items(), key=lambda item: item[0].split("/"))
+    return [(p, sorted(lines)) for p, lines in ordered]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    files=st.lists(
+        st.tuples(
+            _TEXTS.filter(bool),
+            st.lists(st.tuples(_TEXTS, st.sampled_from(["\n", "\r\n", ""])), max_size=6),
+            st.booleans(),
+        ),
+        max_size=6,
+        unique_by=lambda f: f[0],
+    ),
+    size=st.integers(1, 400),
+)
+def test_bulk_and_line_by_line_parses_agree(files, size):
+    """Any rg output, cut into any chunks, parses to what json.loads of each match says."""
+    out = []
+    messages = []
+    for path, lines, as_bytes in files:
+        out.append(BEGIN.replace(b"a.py", json.dumps(path, ensure_ascii=False)[1:-1].encode()))
+        for number, (text, eol) in enumerate(lines, 1):
+            line = text + eol
+            field = (
+                {"bytes": base64.b64encode(line.encode()).decode()} if as_bytes else {"text": line}
+            )
+            out.append(_match({"text": path}, field, number))
+            messages.append((path, line, number))
+    data = b"".join(out) + SUMMARY
+    stream = parse.parse_chunks([data[i : i + size] for i in range(0, len(data), size)])
+    assert stream.by_path() == _expected(messages)
+    assert stream.total == len(messages)
+
+
+def test_a_chunk_with_one_unusual_match_is_read_line_by_line():
+    """A chunk whose matches are not all plain text (here one base64 line) still parses whole."""
+    plain = _match({"text": "a"}, {"text": 'say "hi"\\n\n'}, 1)
+    odd = _match({"text": "a"}, {"bytes": base64.b64encode(b"\xff\n").decode()}, 2)
+    stream = parse.parse_chunks([BEGIN + plain + odd + SUMMARY])
+    assert stream.by_path() == [("a", [(1, 'say "hi"\\n'), (2, "\ufffd")])]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"type":"match","data":{"path":{"text":"a"},"lines":{"text":"x"},"line_number":1,'
+        b'"absolute_offset":0}}\nnot json\n',
+        b'{"type":"match","data":{"path":{"text":"a"},"lines":{"text":"\\q"},"line_number":1,'
+        b'"absolute_offset":0}}\n',
+    ],
+)
+def test_a_bad_line_beside_good_matches_is_still_malformed(line):
+    """Garbage among well-formed matches, or an invalid escape, is reported, not skipped."""
+    with pytest.raises(parse.MalformedOutput):
+        parse.parse_chunks([line])
