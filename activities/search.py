@@ -436,7 +436,7 @@ class SearchActivities:
                 ) from e
 
     async def _spill(
-        self, tool: str, call: Call, artifact: str | None, wanted: bool
+        self, tool: str, call: Call, artifact: str | bytearray | None, wanted: bool
     ) -> tuple[SpillRef | None, str | None, results.SpillNote | None]:
         """The complete result saved when it is over the cap and the caller wants it."""
         if not wanted or artifact is None:

@@ -94,14 +94,14 @@ class GlobDigest:
         page: which of them are shown and how they were chosen.
         shown: the page's display paths, in page order.
         artifact: the complete mtime-ordered list as the spill artifact (only when asked
-            and over cap).
+            and over cap): text, or that text's UTF-8 bytes.
         every: every display path in mtime order, only when asked (``spill: false``).
     """
 
     total: int
     page: render.GlobPage
     shown: list[str]
-    artifact: str | None = None
+    artifact: str | bytearray | None = None
     every: list[str] | None = None
 
     @property
@@ -123,8 +123,9 @@ def glob(
 
     ``chunks`` is consumed (emptied): the output is not kept twice.
 
-    The output stays one ``bytes`` blob: only the page's paths become ``str`` objects
-    (and every path when ``every``), so memory is a small multiple of the output.
+    The output stays one buffer: only the page's paths become ``str`` objects (and every
+    path when ``every``), so memory is a small multiple of the output (under two when the
+    artifact is built in the buffer itself, see ``glob_names.artifact``).
     """
     names = glob_names.blob(chunks)
     # The output is handed over: the caller's chunks go as soon as the blob holds them.

@@ -24,18 +24,29 @@ _BEFORE_ROOT_FILE = re.compile(rb"\0(?=[^\0/]*\0)")
 _WINDOW = 1 << 20
 # Top-level directories counted in one dict at most (about 100 bytes each).
 _MAX_KEYS = 1 << 18
+# The names buffer (see blob): read as bytes, grown and rewritten in place as a bytearray.
+Names = bytes | bytearray
 
 
-def blob(chunks: list[bytes]) -> bytes:
-    """rg's ``--null`` output as one blob of non-empty, NUL-terminated names."""
-    raw = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-    if raw.startswith(b"\0") or b"\0\0" in raw:  # empty names: never from rg, never listed
-        raw = re.sub(rb"\0\0+", b"\0", raw).lstrip(b"\0")
-    return raw + b"\0" if raw and not raw.endswith(b"\0") else raw
+def blob(chunks: list[bytes]) -> bytearray:
+    """rg's ``--null`` output as one buffer of non-empty, NUL-terminated names.
+
+    ``chunks`` is consumed: each chunk is dropped as the buffer grows over it (in place,
+    as large allocations are mapped), so the output is never held twice.
+    """
+    names = bytearray()
+    chunks.reverse()
+    while chunks:
+        names += chunks.pop()
+    if names.startswith(b"\0") or b"\0\0" in names:  # empty names: never from rg, never listed
+        names = bytearray(re.sub(rb"\0\0+", b"\0", names).lstrip(b"\0"))
+    if names and not names.endswith(b"\0"):
+        names += b"\0"
+    return names
 
 
 def listing(
-    names: bytes, target: SearchTarget, *, cap: int, sample: bool, every: bool
+    names: Names, target: SearchTarget, *, cap: int, sample: bool, every: bool
 ) -> tuple[int, render.GlobPage, list[str], list[str] | None]:
     """(total, page, the page's display paths, every display path when asked)."""
     total = names.count(b"\0")
@@ -51,7 +62,7 @@ def listing(
     return total, page, shown, paths
 
 
-def _sampled(names: bytes, total: int, cap: int) -> tuple[render.GlobPage, list[int]]:
+def _sampled(names: Names, total: int, cap: int) -> tuple[render.GlobPage, list[int]]:
     """The sampled page and where its names start.
 
     Rounds take each group's next path, groups in order of first appearance, until the
@@ -88,7 +99,7 @@ def _sampled(names: bytes, total: int, cap: int) -> tuple[render.GlobPage, list[
     return page, starts
 
 
-def _groups(names: bytes, total: int, *, cap: int) -> tuple[Counter[bytes], int]:
+def _groups(names: Names, total: int, *, cap: int) -> tuple[Counter[bytes], int]:
     """Paths per top-level directory (first appearance first; b"": files directly under
     the root) and the number of groups.
 
@@ -132,7 +143,7 @@ def _rounds(sizes: list[int], cap: int) -> list[int]:
     return taken
 
 
-def _dir_firsts(names: bytes, keys: Iterable[bytes]) -> Iterator[tuple[int, bytes]]:
+def _dir_firsts(names: Names, keys: Iterable[bytes]) -> Iterator[tuple[int, bytes]]:
     """Where each directory group (given in order of first appearance) first appears."""
     at = 0
     for key in keys:
@@ -140,14 +151,14 @@ def _dir_firsts(names: bytes, keys: Iterable[bytes]) -> Iterator[tuple[int, byte
         yield at, key
 
 
-def _root_file_starts(names: bytes, n: int) -> list[int]:
+def _root_file_starts(names: Names, n: int) -> list[int]:
     """Where the first ``n`` names with no '/' start."""
     starts = [] if b"/" in names[: names.index(b"\0")] else [0]
     found = (m.end() for m in _BEFORE_ROOT_FILE.finditer(names))
     return starts + list(itertools.islice(found, n - len(starts)))
 
 
-def _starts(names: bytes, first: int, before: bytes, n: int) -> list[int]:
+def _starts(names: Names, first: int, before: bytes, n: int) -> list[int]:
     """``first`` and the starts of the names after it preceded by ``before``: ``n`` at most."""
     starts = [first] if n else []
     while len(starts) < n:
@@ -155,7 +166,7 @@ def _starts(names: bytes, first: int, before: bytes, n: int) -> list[int]:
     return starts
 
 
-def _indices(names: bytes, starts: list[int]) -> dict[int, int]:
+def _indices(names: Names, starts: list[int]) -> dict[int, int]:
     """Each name start's position in the list (NULs before it), counted in one pass."""
     index, at, found = 0, 0, {}
     for start in sorted(starts):
@@ -165,7 +176,7 @@ def _indices(names: bytes, starts: list[int]) -> dict[int, int]:
     return found
 
 
-def _windows(names: bytes) -> Iterator[tuple[int, int]]:
+def _windows(names: Names) -> Iterator[tuple[int, int]]:
     """(start, end) spans of about ``_WINDOW`` bytes, each ending just after a NUL."""
     start = 0
     while start < len(names):
@@ -174,7 +185,7 @@ def _windows(names: bytes) -> Iterator[tuple[int, int]]:
         start = end
 
 
-def _name_at(names: bytes, start: int) -> str:
+def _name_at(names: Names, start: int) -> str:
     return names[start : names.index(b"\0", start)].decode("utf-8", "replace")
 
 
@@ -194,13 +205,37 @@ def _display_text(text: str, target: SearchTarget) -> str:
     return head + text
 
 
-def artifact(owned: list[bytes], target: SearchTarget) -> str:
+def artifact(owned: list[bytearray], target: SearchTarget) -> str | bytearray:
     """The glob spill artifact, every display path (one line each) in list order, built
-    from the names blob in bulk; ``owned`` holds the only reference to it, which is
-    dropped once decoded.
+    from the names buffer in bulk; ``owned`` holds the only reference to it.
 
-    Each step replaces the previous copy, so at most two exist at once.
+    Names shown as they are (no ``path`` prefix) in ASCII without line breaks, as nearly
+    always, become the artifact in place: its UTF-8 text, the buffer itself, each NUL
+    turned into a newline a window at a time. Otherwise the buffer is dropped once
+    decoded and each step replaces the previous copy, so at most two exist at once.
     """
-    text = _display_text(owned.pop().decode("utf-8", "replace"), target)
+    names = owned.pop()
+    if _shown_as_is(names, target):
+        for start, end in _windows(names):
+            names[start:end] = names[start:end].replace(b"\0", b"\n")
+        return names
+    text = _display_text(names.decode("utf-8", "replace"), target)
+    del names
     text = render.one_line(text)
     return text.replace("\0", "\n")
+
+
+# ASCII characters that some reader renders as a line break (render.one_line escapes them).
+_ASCII_BREAKS = b"\n\r\v\f\x1c\x1d\x1e"
+
+
+def _shown_as_is(names: bytearray, target: SearchTarget) -> bool:
+    """Whether each name's artifact line is the name itself: displayed without a prefix,
+    ASCII, with nothing to escape (checked a window at a time: no second copy)."""
+    if target.display("\0") != "\0" or names.startswith(b"./") or b"\0./" in names:
+        return False
+    for start, end in _windows(names):
+        window = names[start:end]
+        if not window.isascii() or len(window.translate(None, _ASCII_BREAKS)) != len(window):
+            return False
+    return True

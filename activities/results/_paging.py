@@ -15,9 +15,12 @@ TRUNCATED = f" {LINE_TRUNCATED}"
 _NL = 0x0A
 
 
-def line_count(text: str) -> int:
-    """The lines of an artifact as read_spill counts them: split by ``\\n`` alone."""
-    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+def line_count(text: str | bytes | bytearray) -> int:
+    """The lines of an artifact (text or its UTF-8 bytes) as read_spill counts them: split
+    by ``\\n`` alone."""
+    if isinstance(text, str):
+        return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+    return text.count(b"\n") + (1 if text and not text.endswith(b"\n") else 0)
 
 
 class Pager:

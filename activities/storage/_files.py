@@ -81,7 +81,7 @@ class FileSpillStore:
         """See SpillStore."""
         return f"file://{self.directory}"
 
-    async def save(self, key: SpillKey, text: str) -> SpillRef:
+    async def save(self, key: SpillKey, text: str | bytes | bytearray) -> SpillRef:
         """See SpillStore."""
         target = self.directory / key.relpath()
         try:
@@ -166,7 +166,7 @@ def _read_page(path: Path, locator: str, offset: int, limit: int) -> ReadSpillRe
     return pager.result(locator)
 
 
-def _write_atomically(target: Path, text: str) -> None:
+def _write_atomically(target: Path, text: str | bytes | bytearray) -> None:
     for attempt in (1, 2):
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -177,10 +177,14 @@ def _write_atomically(target: Path, text: str) -> None:
             if attempt == 2:
                 raise
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", errors="replace", newline="") as f:
-            # In slices: writing it whole would encode a second full copy at once.
-            for start in range(0, len(text), _WRITE_SLICE):
-                f.write(text[start : start + _WRITE_SLICE])
+        if isinstance(text, str):
+            with os.fdopen(fd, "w", encoding="utf-8", errors="replace", newline="") as f:
+                # In slices: writing it whole would encode a second full copy at once.
+                for start in range(0, len(text), _WRITE_SLICE):
+                    f.write(text[start : start + _WRITE_SLICE])
+        else:
+            with os.fdopen(fd, "wb") as f:
+                f.write(text)  # already UTF-8: written from the buffer, no copy
         os.replace(tmp, target)
     except BaseException:
         try:

@@ -68,10 +68,10 @@ class S3SpillStore:
         where = f" at {self.client.endpoint_url}" if self.client.endpoint_url else ""
         return f"s3://{self.bucket}/{self.prefix}{where}"
 
-    async def save(self, key: SpillKey, text: str) -> SpillRef:
+    async def save(self, key: SpillKey, text: str | bytes | bytearray) -> SpillRef:
         """See SpillStore."""
         object_key = self._key_of(key.relpath())
-        body = text.encode("utf-8", "replace")
+        body = text.encode("utf-8", "replace") if isinstance(text, str) else text
         try:
             s3 = await self.client.get()
             await s3.put_object(

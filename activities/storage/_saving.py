@@ -50,7 +50,7 @@ class Saver:
         self.workspace = workspace
 
     async def spill(
-        self, tool: str, progress: Progress, text: str
+        self, tool: str, progress: Progress, text: str | bytes | bytearray
     ) -> tuple[SpillRef | None, str | None, results.SpillNote]:
         """Save the complete result; a failing store is reported, never raised.
 
@@ -134,9 +134,10 @@ def _in_our_words(error: Exception) -> str:
 _SLICE = 1 << 20
 
 
-def utf8_length(text: str) -> int:
-    """``len(text.encode())`` without a second copy of a large text in memory."""
-    if text.isascii():
+def utf8_length(text: str | bytes | bytearray) -> int:
+    """``len(text.encode())`` without a second copy of a large text in memory (bytes: UTF-8
+    already)."""
+    if not isinstance(text, str) or text.isascii():
         return len(text)
     return sum(
         len(text[i : i + _SLICE].encode("utf-8", "replace")) for i in range(0, len(text), _SLICE)

@@ -45,6 +45,9 @@ from fs_search.activities.storage._files import (
 )
 from fs_search.activities.storage._keys import SpillKey
 
+# An artifact as the digests make it: text, or (built in place, large) its UTF-8 bytes.
+Artifact = str | bytes | bytearray
+
 
 class SpillStore(Protocol):
     """Where over-cap results are saved in full."""
@@ -58,8 +61,9 @@ class SpillStore(Protocol):
         """A one-line description for logs."""
         ...
 
-    async def save(self, key: SpillKey, text: str) -> SpillRef:
-        """Store ``text`` under ``key``; return its locator and retrieval hint.
+    async def save(self, key: SpillKey, text: Artifact) -> SpillRef:
+        """Store ``text`` (or its UTF-8 bytes) under ``key``; return its locator and
+        retrieval hint.
 
         Raises:
             SpillFailed: the store could not take it (said in our words).

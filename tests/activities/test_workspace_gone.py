@@ -81,9 +81,15 @@ async def test_a_workspace_removed_while_rg_runs_cannot_be_read(tmp_path, make_a
         )
     )
     await wait_for_rg(acts)
-    # rg holds the file open: emptied, it ends at once (at EOF, or SIGBUS if mapped).
-    os.truncate(ws / "huge.bin", 0)
-    await asyncio.to_thread(shutil.rmtree, ws)
+    # The workspace goes first, while rg still reads the file (held open, by rg and by us);
+    # only then is the file emptied, so rg ends (at EOF, or SIGBUS if mapped) once the
+    # workspace is surely gone.
+    held = os.open(ws / "huge.bin", os.O_WRONLY)
+    try:
+        await asyncio.to_thread(shutil.rmtree, ws)
+        os.ftruncate(held, 0)
+    finally:
+        os.close(held)
     with pytest.raises(ApplicationError) as raised:
         await asyncio.wait_for(call, 90)
     assert raised.value.type == "SEARCH_FAILED"

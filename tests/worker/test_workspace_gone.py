@@ -140,9 +140,14 @@ async def test_a_fleet_workspace_removed_while_rg_runs(dev_env, tmp_path):
                 _mixed(dev_env, queue, [(doomed, "grep", {"pattern": "x", "path": "huge.bin"})])
             )
             await asyncio.to_thread(wait_until, lambda: worker.rg_processes(), 60)
-            # rg holds the file open: emptied, it ends at once (at EOF, or SIGBUS if mapped).
-            os.truncate(root / doomed / "huge.bin", 0)
-            shutil.rmtree(root / doomed)
+            # The workspace goes first, while rg still reads the file (held open); only then
+            # is the file emptied, so rg ends (at EOF, or SIGBUS) once it is surely gone.
+            held = os.open(root / doomed / "huge.bin", os.O_WRONLY)
+            try:
+                shutil.rmtree(root / doomed)
+                os.ftruncate(held, 0)
+            finally:
+                os.close(held)
             assert_gone(await asyncio.wait_for(call, 120))
             (fine,) = await _mixed(dev_env, queue, [(other, "grep", {"pattern": "needle"})])
         assert not fine.is_error and fine.result.total == 2, fine.text

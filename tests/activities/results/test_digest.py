@@ -111,7 +111,8 @@ def test_glob_digest_matches_rendering_the_decoded_list(
         got = digest.glob(chunks, target, cap=cap, sample=sample, artifact=True, every=True)
     page, shown, display, artifact = reference(names, target, cap=cap, sample=sample)
     assert (got.page, got.shown, got.every, got.total) == (page, shown, display, len(names))
-    assert got.artifact == (artifact if len(names) > len(page.indices) else None)
+    made = got.artifact.decode() if isinstance(got.artifact, bytearray) else got.artifact
+    assert made == (artifact if len(names) > len(page.indices) else None)
 
 
 def page_of(rel: list[str], *, cap: int, sample: bool) -> tuple[list[str], render.GlobPage]:
@@ -190,7 +191,7 @@ def test_every_path_only_when_asked():
     raw = b"".join(b"d%d/f%d\0" % (i % 3, i) for i in range(50))
     got = digest.glob([raw], ROOT, cap=10, sample=True, artifact=True, every=False)
     assert got.every is None and got.total == 50 and len(got.shown) == 10
-    assert got.artifact is not None and got.artifact.count("\n") == 50
+    assert got.artifact is not None and got.artifact.count(b"\n") == 50
 
 
 def synthetic_output(size: int, name) -> bytes:
@@ -234,3 +235,35 @@ def test_glob_digest_memory_is_a_small_multiple_of_the_output(name, size, limits
         tracemalloc.stop()
     assert got.artifact is not None and len(got.artifact) == size
     assert peak <= 3 * size, f"peak {peak / size:.2f}x the output"
+
+
+# --- the glob artifact built in the names buffer itself ----------------------------------
+# ASCII names shown as they are (no ``path`` prefix), with nothing to escape, become the
+# artifact in place (UTF-8 bytes, the buffer the output was read into: never a second
+# copy); anything else is decoded and escaped as text. Both say the same.
+
+
+@pytest.mark.parametrize(
+    ("names", "prefix", "in_place"),
+    [
+        ([b"a/1.txt", b"b/2.txt", b"c.txt"] * 40, "", True),
+        ([b"a/1.txt", b"b/2.txt"] * 40, "src", False),  # shown under a prefix
+        ([b"a/1.txt", "\u00e9/2.txt".encode()] * 40, "", False),  # not ASCII
+        ([b"a/1.txt", b"b/two\rlines.txt"] * 40, "", False),  # a break to escape
+        ([b"a/1.txt", b"b/new\nline.txt"] * 40, "", False),
+        ([b"./a/1.txt", b"./b/2.txt"] * 40, "", False),  # shown without their ./
+        ([b"a/1.txt", b"\xff/2.txt"] * 40, "", False),  # not UTF-8
+    ],
+)
+def test_a_glob_artifact_is_built_in_place_only_when_it_is_the_names(names, prefix, in_place):
+    """The artifact is the buffer itself exactly when the names need no change, and says
+    what the text path says in every case."""
+    raw = b"".join(n + b"\0" for n in names)
+    target = SearchTarget(run_dir="/w", file_arg=None, prefix=prefix, root=prefix or ".")
+    got = digest.glob(
+        [raw[:100], raw[100:]], target, cap=5, sample=False, artifact=True, every=True
+    )
+    assert isinstance(got.artifact, bytearray) is in_place
+    text = got.artifact.decode() if isinstance(got.artifact, bytearray) else got.artifact
+    assert text == "".join(render.one_line(p) + "\n" for p in got.every or [])
+    assert text.count("\n") == len(names) == got.total
