@@ -191,3 +191,12 @@ async def test_reading_a_page_of_a_large_artifact_holds_only_the_page(tmp_path, 
     assert page.total_lines == count // 1000 * 1000 and target.stat().st_size > 50_000_000
     assert page.text.split("\n") == [line[:-1]] * min(2000, page.total_lines - offset)
     assert peak < 5 * 1024 * 1024, peak
+
+
+async def test_file_store_saves_an_artifact_given_as_its_utf8_bytes(tmp_path):
+    """A glob artifact built in place arrives as UTF-8 bytes: written as is, lines counted."""
+    store = FileSpillStore(tmp_path / "spill")
+    ref = await store.save(SpillKey("wf", "run", "1", "glob"), bytearray("a\nb\u00e9\n".encode()))
+    assert Path(ref.locator).read_bytes() == "a\nb\u00e9\n".encode() and "2 lines" in ref.hint
+    page = await store.read(f"file://{ref.locator}", offset=1, limit=10)
+    assert page.text == "b\u00e9" and page.total_lines == 2

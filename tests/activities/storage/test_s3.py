@@ -144,6 +144,17 @@ async def test_locator_confinement(s3, many, make_activities):
     assert info.value.type == "SEARCH_FAILED" and "expired" in info.value.message
 
 
+async def test_an_artifact_given_as_its_utf8_bytes_is_stored_as_is(s3):
+    """A glob artifact built in place arrives as UTF-8 bytes: put as is, lines counted."""
+    store = _store(s3)
+    ref = await store.save(
+        SpillKey("wf", "run", "2", "glob", workspace="ws"), bytearray("a\nb\u00e9\n".encode())
+    )
+    assert "2 lines" in ref.hint
+    page = await store.read(ref.locator, offset=0, limit=10, workspace="ws")
+    assert page.text == "a\nb\u00e9" and page.total_lines == 2
+
+
 async def test_locators_with_nul_bad_escapes_or_foreign_names_are_invalid(s3):
     """NUL, undecodable escapes and keys of any other shape are INVALID_ARGUMENT, never read."""
     store = _store(s3)
