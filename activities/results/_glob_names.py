@@ -18,6 +18,12 @@ from fs_search.activities.workspace import SearchTarget
 # One name of ``rg --null`` output: its top-level directory with the '/' (captured) when it
 # has one; a name with no '/' is a file directly under the search root (captures b"").
 _NAME = re.compile(rb"(?:([^\0/]*/)[^\0]*|[^\0/]*)\0")
+# A run of names under one top-level directory (captured with its '/'), or one name with
+# no '/' (a file directly under the search root; captures nothing).
+_RUN = re.compile(rb"(?:([^\0/]*/)[^\0]*\0(?:\1[^\0]*\0)*|[^\0/]*\0)")
+# Runs taken before their average length is judged, and the shortest average kept.
+_PROBE_RUNS = 64
+_MIN_RUN = 4
 # The NUL before a name with no '/'.
 _BEFORE_ROOT_FILE = re.compile(rb"\0(?=[^\0/]*\0)")
 # Names are scanned in windows of about this many bytes, bounding the objects alive at once.
@@ -111,7 +117,7 @@ def _groups(names: Names, total: int, *, cap: int) -> tuple[Counter[bytes], int]
     limit = max(cap, _MAX_KEYS)
     dirs: Counter[bytes] = Counter()
     for start, end in _windows(names):
-        dirs.update(_NAME.findall(names, start, end))
+        _count(names, start, end, dirs)
         if len(dirs) > limit:
             break
     else:
@@ -127,6 +133,24 @@ def _groups(names: Names, total: int, *, cap: int) -> tuple[Counter[bytes], int]
             seen.update(k for k in keys if k and hash(k) % parts == part)
         groups += len(seen)
     return dirs, groups
+
+
+def _count(names: Names, start: int, end: int, dirs: Counter[bytes]) -> None:
+    """Add the names of ``names[start:end]`` to ``dirs``, by top-level entry.
+
+    A run of names under one entry at a time (oldest first usually keeps an entry's files
+    together: a checkout or a build writes them in turn), each run one regex match and one
+    count of its NULs; once runs turn out short (fewer than ``_MIN_RUN`` names on average
+    after ``_PROBE_RUNS``), the rest name by name.
+    """
+    counted = 0
+    for runs, run in enumerate(_RUN.finditer(names, start, end), 1):
+        size = names.count(b"\0", run.start(), run.end())
+        dirs[run.group(1) or b""] += size
+        counted += size
+        if runs >= _PROBE_RUNS and counted < runs * _MIN_RUN:
+            dirs.update(_NAME.findall(names, run.end(), end))
+            return
 
 
 def _rounds(sizes: list[int], cap: int) -> list[int]:

@@ -4,7 +4,9 @@ memory that is a small multiple of rg's output."""
 from __future__ import annotations
 
 import contextlib
+import random
 import tracemalloc
+from collections import Counter
 from unittest import mock
 
 import pytest
@@ -267,3 +269,32 @@ def test_a_glob_artifact_is_built_in_place_only_when_it_is_the_names(names, pref
     text = got.artifact.decode() if isinstance(got.artifact, bytearray) else got.artifact
     assert text == "".join(render.one_line(p) + "\n" for p in got.every or [])
     assert text.count("\n") == len(names) == got.total
+
+
+def _top(name: bytes) -> bytes:
+    head, slash, _ = name.partition(b"/")
+    return head + slash if slash else b""
+
+
+@pytest.mark.parametrize(
+    "order", ["clustered", "shuffled", "alternating", "clustered then shuffled"]
+)
+def test_top_level_entries_are_counted_alike_by_runs_or_name_by_name(order, monkeypatch):
+    """Names are counted a run under one entry at a time, or name by name once runs turn out
+    short: either way every entry's count, in order of first appearance, and the number
+    of entries are exact."""
+    clustered = [f"d{i // 500}/f{i}".encode() for i in range(3000)]
+    shuffled = [f"d{i % 7}/{'sub/' * (i % 2)}f{i}".encode() for i in range(3000)]
+    random.Random(7).shuffle(shuffled)
+    names = {
+        "clustered": clustered,
+        "shuffled": shuffled,
+        "alternating": [f"{'d1/a' if i % 2 else 'root'}{i}".encode() for i in range(3000)],
+        "clustered then shuffled": clustered + shuffled,
+    }[order]
+    monkeypatch.setattr(glob_names, "_WINDOW", 997)  # many windows, runs cut at their ends
+    raw = bytearray(b"".join(n + b"\0" for n in names))
+    dirs, groups = glob_names._groups(raw, len(names), cap=5)
+    expected = Counter(_top(n) for n in names)
+    assert list(dirs.items()) == list(expected.items())
+    assert groups == len(expected) - (b"" in expected) + expected[b""]
