@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fs_search.activities.catalogue import tools_and_prompts
 from fs_search.activities.contract import ToolResult, ToolsResult
 from fs_search.workflows import FsSearchTools
@@ -23,18 +25,20 @@ class CannedTools(FsSearchTools):
         return ToolResult(text="ran read_spill")
 
 
-def catalogue(*, read_spill: bool) -> ToolsResult:
-    """An available catalogue: glob and grep, and read_spill when asked (an S3 store)."""
+def catalogue(*, read_spill: bool = True, **fields: Any) -> ToolsResult:
+    """An available catalogue: glob and grep, and read_spill when asked (an S3 store);
+    ``fields`` replace any of its fields (e.g. a worker without rg)."""
     specs, prompts = tools_and_prompts(
         sample_over_cap=False, glob_cap=100, grep_cap=250, line_bytes=2000, read_spill=read_spill
     )
-    return ToolsResult(
-        available=True,
-        tools=specs,
-        system_prompt=prompts,
-        sample_over_cap_glob_results=False,
-        timeout_ms=30_000,
-    )
+    defaults: dict[str, Any] = {
+        "available": True,
+        "tools": specs,
+        "system_prompt": prompts,
+        "sample_over_cap_glob_results": False,
+        "timeout_ms": 30_000,
+    }
+    return ToolsResult(**{**defaults, **fields})
 
 
 UNAVAILABLE = ToolsResult(

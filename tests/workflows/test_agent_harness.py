@@ -27,7 +27,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.openai_agents.testing import AgentEnvironment, ResponseBuilders, TestModel
 from temporalio.worker import Worker
 
-from fs_search.activities.catalogue import GLOB_PROMPT_HEAD, GREP_PROMPT, tools_and_prompts
+from fs_search.activities.catalogue import GLOB_PROMPT_HEAD, GREP_PROMPT
 from fs_search.worker.app import new_worker
 from fs_search.workflows import FsSearchPlugin, FsSearchTools, ToolsResult, task_queue_for
 from fs_search.workflows.agent_harness import harness_tools, instructions
@@ -36,6 +36,7 @@ from tests.procs import alive, group
 from tests.workflows.agent_frameworks import gone_within, wait_for_rg
 from tests.workflows.agent_harness_pydantic_workflows import HarnessPydanticSearchAgent
 from tests.workflows.agent_harness_workflows import HarnessSearchAgent, SearchSession
+from tests.workflows.canned import catalogue as canned_catalogue
 
 # FsSearchTools' default heartbeat timeout.
 HEARTBEAT_TIMEOUT_S = 5
@@ -214,24 +215,10 @@ async def test_a_down_workspace_offers_the_tools_and_the_model_reads_error_text(
     assert reply.output["text"] == "done"
 
 
-def _catalogue(**over: Any) -> ToolsResult:
-    specs, prompts = tools_and_prompts(
-        sample_over_cap=False, glob_cap=100, grep_cap=250, line_bytes=2000, read_spill=True
-    )
-    fields: dict[str, Any] = {
-        "available": True,
-        "tools": specs,
-        "system_prompt": prompts,
-        "sample_over_cap_glob_results": False,
-        "timeout_ms": 30_000,
-    }
-    return ToolsResult(**{**fields, **over})
-
-
 def test_through_the_pydantic_ai_adapter_the_schemas_are_the_catalogues():
     """One harness tool per entry, read_spill included; the harness's pydantic-ai adapter
     declares each with the catalogue's name, description and JSON schema."""
-    catalogue = _catalogue()
+    catalogue = canned_catalogue()
     made = harness_tools(FsSearchTools("ws"), catalogue)
     assert [t.__name__ for t in made] == ["glob", "grep", "read_spill"]
     assert all(getattr(t, "__agent_tool__", False) for t in made)

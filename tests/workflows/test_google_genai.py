@@ -24,14 +24,14 @@ from temporalio.google_genai.testing import (
 )
 from temporalio.worker import Worker
 
-from fs_search.activities.catalogue import tools_and_prompts
 from fs_search.worker.app import new_worker
 from fs_search.worker.testing import search_worker, time_skipping_env
-from fs_search.workflows import FsSearchTools, ToolsResult, task_queue_for
+from fs_search.workflows import FsSearchTools, task_queue_for
 from fs_search.workflows.google_genai import function_tools, instructions
 from tests.helpers import sparse_file, write_tree
 from tests.procs import alive, group
 from tests.workflows.agent_frameworks import gone_within, scheduled_activities, wait_for_rg
+from tests.workflows.canned import catalogue as canned_catalogue
 from tests.workflows.google_genai_workflows import GeminiRun, GeminiSearchAgent
 
 MODEL_ACTIVITY = "gemini_api_client_async_request"
@@ -224,27 +224,17 @@ async def test_time_skipping_env_with_the_test_server(tmp_path: Path):
     ]
 
 
-def _catalogue(**fields: Any) -> ToolsResult:
-    specs, prompts = tools_and_prompts(
-        sample_over_cap=False, glob_cap=100, grep_cap=250, line_bytes=2000, read_spill=True
-    )
-    defaults: dict[str, Any] = {"available": True, "tools": specs, "system_prompt": prompts}
-    return ToolsResult(
-        sample_over_cap_glob_results=False, timeout_ms=30_000, **{**defaults, **fields}
-    )
-
-
 def test_function_tools_mirror_the_catalogue():
     """One async function per entry, read_spill included, named and documented as the
     catalogue says; instructions are its prompt segments; a worker without rg gives none."""
-    catalogue = _catalogue()
+    catalogue = canned_catalogue()
     made = function_tools(FsSearchTools("ws"), catalogue)
     assert [(f.__name__, f.__doc__) for f in made] == [
         (s.name, s.description) for s in catalogue.tools
     ]
     assert [f.__name__ for f in made] == ["glob", "grep", "read_spill"]
     assert instructions(catalogue) == "\n\n".join(catalogue.system_prompt)
-    no_rg = _catalogue(available=False, tools=[], system_prompt=[], reason="no rg")
+    no_rg = canned_catalogue(available=False, tools=[], system_prompt=[], reason="no rg")
     assert function_tools(FsSearchTools("ws"), no_rg) == []
     assert instructions(no_rg) == ""
 

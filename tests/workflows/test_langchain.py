@@ -29,10 +29,9 @@ from temporalio.exceptions import CancelledError
 from temporalio.langgraph import LangGraphPlugin
 from temporalio.worker import Replayer, Worker
 
-from fs_search.activities.catalogue import tools_and_prompts
 from fs_search.worker.app import new_worker
 from fs_search.worker.testing import search_worker, time_skipping_env
-from fs_search.workflows import FsSearchTools, ToolsResult, task_queue_for
+from fs_search.workflows import FsSearchTools, task_queue_for
 from fs_search.workflows.langchain import (
     from_context,
     instructions,
@@ -47,6 +46,7 @@ from tests.workflows.agent_frameworks import (
     scheduled_activities,
     wait_for_rg,
 )
+from tests.workflows.canned import catalogue as canned_catalogue
 from tests.workflows.langchain_workflows import (
     GRAPH,
     MODELS,
@@ -255,21 +255,11 @@ async def test_time_skipping_env_with_the_langgraph_plugin(tmp_path: Path):
     )
 
 
-def _catalogue(**fields: Any) -> ToolsResult:
-    specs, prompts = tools_and_prompts(
-        sample_over_cap=False, glob_cap=100, grep_cap=250, line_bytes=2000, read_spill=True
-    )
-    defaults: dict[str, Any] = {"available": True, "tools": specs, "system_prompt": prompts}
-    return ToolsResult(
-        sample_over_cap_glob_results=False, timeout_ms=30_000, **{**defaults, **fields}
-    )
-
-
 def test_structured_tools_mirror_the_catalogue():
     """One tool per entry, read_spill included, with the catalogue's name, description and
     schema verbatim (a copy: editing it leaves the catalogue alone); instructions are its
     prompt segments."""
-    catalogue = _catalogue()
+    catalogue = canned_catalogue()
     made = structured_tools(FsSearchTools("ws"), catalogue)
     assert [(t.name, t.description, t.args_schema) for t in made] == [
         (s.name, s.description, s.input_schema) for s in catalogue.tools
@@ -287,7 +277,7 @@ def test_the_context_carries_the_workspace_options_and_catalogue():
     catalogue (a host-routed FsSearchTools stays host-routed)."""
     import json
 
-    catalogue = _catalogue()
+    catalogue = canned_catalogue()
     tools = FsSearchTools("ws-9", host="node-3", cwd="src", timeout_ms=5_000)
     context = json.loads(json.dumps(search_context(tools, catalogue)))
     again, read = from_context(context)
@@ -305,7 +295,7 @@ def test_the_context_carries_the_workspace_options_and_catalogue():
 def test_a_worker_without_rg_offers_no_tools_and_a_warning(caplog):
     """A worker's own unavailable catalogue: no tools, no instructions, a warning why."""
     caplog.set_level(logging.WARNING)
-    no_rg = _catalogue(
+    no_rg = canned_catalogue(
         available=False,
         tools=[],
         system_prompt=[],

@@ -30,10 +30,9 @@ from temporalio.exceptions import CancelledError
 from temporalio.strands_agents import StrandsPlugin
 from temporalio.worker import Replayer, Worker
 
-from fs_search.activities.catalogue import tools_and_prompts
 from fs_search.worker.app import new_worker
 from fs_search.worker.testing import search_worker, time_skipping_env
-from fs_search.workflows import FsSearchTools, ToolsResult, task_queue_for
+from fs_search.workflows import FsSearchTools, task_queue_for
 from fs_search.workflows.strands import FsSearchAgentTool, agent_tools, instructions
 from tests.helpers import sparse_file, write_tree
 from tests.procs import alive, group
@@ -43,6 +42,7 @@ from tests.workflows.agent_frameworks import (
     scheduled_activities,
     wait_for_rg,
 )
+from tests.workflows.canned import catalogue as canned_catalogue
 from tests.workflows.strands_workflows import StrandsReply, StrandsRun, StrandsSearchAgent
 
 MODEL_ACTIVITY = "invoke_model"
@@ -295,21 +295,11 @@ async def test_time_skipping_env_with_the_strands_plugin(tmp_path: Path):
     )
 
 
-def _catalogue(**fields: Any) -> ToolsResult:
-    specs, prompts = tools_and_prompts(
-        sample_over_cap=False, glob_cap=100, grep_cap=250, line_bytes=2000, read_spill=True
-    )
-    defaults: dict[str, Any] = {"available": True, "tools": specs, "system_prompt": prompts}
-    return ToolsResult(
-        sample_over_cap_glob_results=False, timeout_ms=30_000, **{**defaults, **fields}
-    )
-
-
 def test_agent_tools_mirror_the_catalogue():
     """One Strands tool per entry, read_spill included, its spec the catalogue's name,
     description and schema verbatim (a copy: editing it leaves the catalogue alone);
     instructions are its prompt segments."""
-    catalogue = _catalogue()
+    catalogue = canned_catalogue()
     made = agent_tools(FsSearchTools("ws"), catalogue)
     assert all(isinstance(t, FsSearchAgentTool) for t in made)
     specs = [t.tool_spec for t in made]
@@ -325,7 +315,7 @@ def test_agent_tools_mirror_the_catalogue():
 def test_a_worker_without_rg_offers_no_tools_and_a_warning(caplog):
     """A worker's own unavailable catalogue: no tools, no instructions, a warning why."""
     caplog.set_level(logging.WARNING)
-    no_rg = _catalogue(
+    no_rg = canned_catalogue(
         available=False,
         tools=[],
         system_prompt=[],
