@@ -40,14 +40,13 @@ from typing import Annotated, Any
 from pydantic import Field
 from temporalio import workflow
 
+with workflow.unsafe.imports_passed_through():
+    from fs_search.workflows._extras import missing_extra
+
 try:
     from temporal_agent_harness.harness import agent
 except ModuleNotFoundError as e:
-    raise ModuleNotFoundError(
-        f"fs_search.workflows.agent_harness needs the agent-harness extra ({e}): "
-        'pip install "fs-search[agent-harness]"',
-        name=e.name,
-    ) from e
+    raise missing_extra(e, adapter=__name__, extra="agent-harness") from e
 
 with workflow.unsafe.imports_passed_through():
     from fs_search.activities.contract import TOOL_ARGUMENTS, ToolSpec, ToolsResult

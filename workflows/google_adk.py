@@ -39,6 +39,9 @@ from typing import Any
 
 from temporalio import workflow
 
+with workflow.unsafe.imports_passed_through():
+    from fs_search.workflows._extras import missing_extra
+
 try:
     import google.adk  # noqa: F401  (first: a missing ADK is named as such)
     import temporalio.google_adk  # noqa: F401  (the integration these tools are shaped for)
@@ -46,11 +49,7 @@ try:
     from google.adk.tools.tool_context import ToolContext
     from google.genai import types
 except ModuleNotFoundError as e:
-    raise ModuleNotFoundError(
-        f"fs_search.workflows.google_adk needs the google-adk extra ({e}): "
-        'pip install "fs-search[google-adk]"',
-        name=e.name,
-    ) from e
+    raise missing_extra(e, adapter=__name__, extra="google-adk") from e
 
 with workflow.unsafe.imports_passed_through():
     from fs_search.workflows import ToolSpec, ToolsResult

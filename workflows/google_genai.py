@@ -42,15 +42,14 @@ from typing import Annotated, Any
 from pydantic import WithJsonSchema
 from temporalio import workflow
 
+with workflow.unsafe.imports_passed_through():
+    from fs_search.workflows._extras import missing_extra
+
 try:
     import google.genai  # noqa: F401  (the SDK these functions are shaped for)
     import temporalio.google_genai  # noqa: F401
 except ModuleNotFoundError as e:
-    raise ModuleNotFoundError(
-        f"fs_search.workflows.google_genai needs the google-genai extra ({e}): "
-        'pip install "fs-search[google-genai]"',
-        name=e.name,
-    ) from e
+    raise missing_extra(e, adapter=__name__, extra="google-genai") from e
 
 with workflow.unsafe.imports_passed_through():
     from fs_search.activities.contract import ToolSpec, ToolsResult

@@ -41,15 +41,14 @@ from typing import Any, TypedDict
 
 from temporalio import workflow
 
+with workflow.unsafe.imports_passed_through():
+    from fs_search.workflows._extras import missing_extra
+
 try:
     import langchain_core  # noqa: F401  (named first: a missing extra reads "langchain_core")
     from langchain_core.tools import BaseTool, StructuredTool, ToolException
 except ModuleNotFoundError as e:
-    raise ModuleNotFoundError(
-        f"fs_search.workflows.langchain needs the langgraph extra ({e}): "
-        'pip install "fs-search[langgraph]"',
-        name=e.name,
-    ) from e
+    raise missing_extra(e, adapter=__name__, extra="langgraph") from e
 
 with workflow.unsafe.imports_passed_through():
     from fs_search.workflows import ToolSpec as CatalogueEntry

@@ -34,14 +34,13 @@ from typing import Any
 
 from temporalio import workflow
 
+with workflow.unsafe.imports_passed_through():
+    from fs_search.workflows._extras import missing_extra
+
 try:
     from agents import FunctionTool, RunContextWrapper
 except ModuleNotFoundError as e:
-    raise ModuleNotFoundError(
-        f"fs_search.workflows.openai_agents needs the openai-agents extra ({e}): "
-        'pip install "fs-search[openai-agents]"',
-        name=e.name,
-    ) from e
+    raise missing_extra(e, adapter=__name__, extra="openai-agents") from e
 
 with workflow.unsafe.imports_passed_through():
     from fs_search.activities.contract import ToolResult, ToolSpec, ToolsResult

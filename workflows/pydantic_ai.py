@@ -32,15 +32,14 @@ from typing import Any, Literal
 
 from temporalio import workflow
 
+with workflow.unsafe.imports_passed_through():
+    from fs_search.workflows._extras import missing_extra
+
 try:
     from pydantic_ai import FunctionToolset, RunContext, Tool, ToolFailed, ToolsetTool
     from pydantic_ai.toolsets import AbstractToolset, CombinedToolset
 except ModuleNotFoundError as e:
-    raise ModuleNotFoundError(
-        f"fs_search.workflows.pydantic_ai needs the pydantic-ai extra ({e}): "
-        'pip install "fs-search[pydantic-ai]"',
-        name=e.name,
-    ) from e
+    raise missing_extra(e, adapter=__name__, extra="pydantic-ai") from e
 
 with workflow.unsafe.imports_passed_through():
     from fs_search.activities.contract import ToolResult, ToolSpec, ToolsResult

@@ -37,16 +37,15 @@ from typing import Any
 
 from temporalio import workflow
 
+with workflow.unsafe.imports_passed_through():
+    from fs_search.workflows._extras import missing_extra
+
 try:
     import strands  # noqa: F401  (named first: a missing extra reads "strands")
     from strands.types._events import ToolResultEvent
     from strands.types.tools import AgentTool, ToolGenerator, ToolResult, ToolSpec, ToolUse
 except ModuleNotFoundError as e:
-    raise ModuleNotFoundError(
-        f"fs_search.workflows.strands needs the strands extra ({e}): "
-        'pip install "fs-search[strands]"',
-        name=e.name,
-    ) from e
+    raise missing_extra(e, adapter=__name__, extra="strands") from e
 
 with workflow.unsafe.imports_passed_through():
     from fs_search.workflows import ToolSpec as CatalogueEntry
