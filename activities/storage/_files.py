@@ -167,6 +167,8 @@ def _read_page(path: Path, locator: str, offset: int, limit: int) -> ReadSpillRe
 
 
 def _write_atomically(target: Path, text: str | bytes | bytearray) -> None:
+    """``text`` (or bytes, written as they are) as ``target``: a temp file renamed over it,
+    which never outlives a failure (a full disk, an error, a cancellation)."""
     for attempt in (1, 2):
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -241,7 +243,7 @@ class LocalDirectoryDriver(StorageDriver):
             try:
                 os.utime(target)  # already here: keep it from being pruned while in use
             except FileNotFoundError:
-                _write_bytes_atomically(target, data)
+                _write_atomically(target, data)
             claims.append(StorageDriverClaim(claim_data={"sha256": digest}))
         return claims
 
@@ -271,30 +273,6 @@ class LocalDirectoryDriver(StorageDriver):
             payload.ParseFromString(data)
             out.append(payload)
         return out
-
-
-def _write_bytes_atomically(target: Path, data: bytes) -> None:
-    """``data`` as ``target`` (a temp file renamed over it); the temp file never outlives a
-    failure (a full disk, an error, a cancellation)."""
-    for attempt in (1, 2):
-        target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
-            break
-        except FileNotFoundError:
-            # A concurrent prune removed the (then empty) directory: make it again.
-            if attempt == 2:
-                raise
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def _check_writable(directory: Path, what: str) -> None:
