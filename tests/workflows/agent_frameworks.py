@@ -7,8 +7,10 @@ import asyncio
 import time
 from typing import Any
 
+import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowHandle
+from temporalio.client import WorkflowFailureError, WorkflowHandle
+from temporalio.exceptions import CancelledError
 
 from tests.procs import alive, group, wait_for_rg
 
@@ -53,4 +55,29 @@ def assert_grep_turn(out: Any, scheduled: list[tuple[str, str]], queue: str) -> 
     assert [t["name"] for t in out.tools] == ["glob", "grep"]
 
 
-__all__ = ["assert_grep_turn", "gone_within", "scheduled_activities", "wait_for_rg"]
+async def cancel_while_rg_runs(
+    handle: WorkflowHandle[Any, Any], acts: Any
+) -> list[EventType.ValueType]:
+    """Cancel a run while its grep's rg runs: the run fails with the cancellation (the tool
+    re-raised ``CancelledError``; bounded, so a swallowed one fails rather than hangs), rg's
+    group is gone within 1 s (FsSearchTools waits for the search's cancellation), and the
+    workflow closes cancelled. Returns the history's event types."""
+    pgid = await wait_for_rg(acts)
+    assert alive(group(pgid))
+    await handle.cancel()
+    with pytest.raises(WorkflowFailureError) as info:
+        await asyncio.wait_for(handle.result(), 60)
+    assert isinstance(info.value.cause, CancelledError)
+    await gone_within(pgid, timeout=1)
+    events = [e.event_type async for e in handle.fetch_history_events()]
+    assert EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED in events
+    return events
+
+
+__all__ = [
+    "assert_grep_turn",
+    "cancel_while_rg_runs",
+    "gone_within",
+    "scheduled_activities",
+    "wait_for_rg",
+]

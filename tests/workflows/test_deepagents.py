@@ -14,21 +14,21 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pytest
 from langchain_core.messages import AIMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client
 from temporalio.deepagents import DeepAgentsPlugin
 from temporalio.deepagents.testing import FakeModel
-from temporalio.exceptions import CancelledError
 from temporalio.worker import Worker
 
 from fs_search.worker.app import new_worker
 from fs_search.workflows import task_queue_for
 from tests.helpers import sparse_file, write_tree
-from tests.procs import alive, group
-from tests.workflows.agent_frameworks import gone_within, scheduled_activities, wait_for_rg
+from tests.workflows.agent_frameworks import (
+    cancel_while_rg_runs,
+    scheduled_activities,
+)
 from tests.workflows.deepagents_workflows import DeepRun, DeepSearchAgent
 
 
@@ -134,14 +134,6 @@ async def test_cancelling_the_deep_agent_kills_rg(dev_env, make_activities, tmp_
             id=f"wf-{uuid.uuid4()}",
             task_queue=queue,
         )
-        pgid = await wait_for_rg(acts)
-        assert alive(group(pgid))
-        await handle.cancel()
-        with pytest.raises(WorkflowFailureError) as info:
-            await asyncio.wait_for(handle.result(), 60)
-        assert isinstance(info.value.cause, CancelledError)
-        await gone_within(pgid, timeout=1)
-        events = [e.event_type async for e in handle.fetch_history_events()]
-    assert EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED in events
+        events = await cancel_while_rg_runs(handle, acts)
     assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in events
     assert len(provider.bound) == 1

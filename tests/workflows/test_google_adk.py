@@ -10,7 +10,6 @@ history (how many model turns it holds): replay- and retry-safe, no state in an 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import subprocess
@@ -22,14 +21,12 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import pytest
 from google.adk.models import BaseLlm, LLMRegistry
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.genai import types
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
-from temporalio.exceptions import CancelledError
+from temporalio.client import Client, WorkflowHandle
 from temporalio.google_adk import GoogleAdkPlugin
 from temporalio.worker import Replayer, Worker
 
@@ -38,12 +35,10 @@ from fs_search.worker.testing import search_worker, time_skipping_env
 from fs_search.workflows import FsSearchTools, task_queue_for
 from fs_search.workflows.google_adk import FsSearchTool, function_tools, instructions
 from tests.helpers import sparse_file, write_tree
-from tests.procs import alive, group
 from tests.workflows.agent_frameworks import (
     assert_grep_turn,
-    gone_within,
+    cancel_while_rg_runs,
     scheduled_activities,
-    wait_for_rg,
 )
 from tests.workflows.canned import catalogue as canned_catalogue
 from tests.workflows.google_adk_workflows import AdkReply, AdkRun, AdkSearchAgent
@@ -186,17 +181,7 @@ async def test_cancelling_the_agent_workflow_kills_rg(dev_env, make_activities, 
         handle = await _start(
             dev_env.client, queue, AdkRun(workspace_id=wsid, prompt="search it", model=model)
         )
-        pgid = await wait_for_rg(acts)
-        assert alive(group(pgid))
-        await handle.cancel()
-        with pytest.raises(WorkflowFailureError) as info:
-            # Without the tool's CancelledError the run never ends: fail, not hang.
-            await asyncio.wait_for(handle.result(), 60)
-        assert isinstance(info.value.cause, CancelledError)
-        # FsSearchTools waits for the search's cancellation: rg is gone when the workflow is.
-        await gone_within(pgid, timeout=1)
-        events = [e.event_type async for e in handle.fetch_history_events()]
-    assert EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED in events
+        events = await cancel_while_rg_runs(handle, acts)
     assert EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED in events
     assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in events
     assert len(script.requests) == 1

@@ -13,10 +13,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
-from temporalio.exceptions import CancelledError
+from temporalio.client import Client, WorkflowHandle
 from temporalio.google_genai.testing import (
     GeminiTestServer,
     function_call_response,
@@ -29,8 +27,10 @@ from fs_search.worker.testing import search_worker, time_skipping_env
 from fs_search.workflows import FsSearchTools, task_queue_for
 from fs_search.workflows.google_genai import function_tools, instructions
 from tests.helpers import sparse_file, write_tree
-from tests.procs import alive, group
-from tests.workflows.agent_frameworks import gone_within, scheduled_activities, wait_for_rg
+from tests.workflows.agent_frameworks import (
+    cancel_while_rg_runs,
+    scheduled_activities,
+)
 from tests.workflows.canned import catalogue as canned_catalogue
 from tests.workflows.google_genai_workflows import GeminiRun, GeminiSearchAgent
 
@@ -150,16 +150,7 @@ async def test_cancelling_the_agent_workflow_kills_rg(dev_env, make_activities, 
         handle = await _start(
             dev_env.client, server, queue, GeminiRun(workspace_id=wsid, prompt="search it")
         )
-        pgid = await wait_for_rg(acts)
-        assert alive(group(pgid))
-        await handle.cancel()
-        with pytest.raises(WorkflowFailureError) as info:
-            await handle.result()
-        assert isinstance(info.value.cause, CancelledError)
-        # FsSearchTools waits for the search's cancellation: rg is gone when the workflow is.
-        await gone_within(pgid, timeout=1)
-        events = [e.event_type async for e in handle.fetch_history_events()]
-    assert EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED in events
+        events = await cancel_while_rg_runs(handle, acts)
     assert EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED in events
     assert len(server.requests) == 1
 

@@ -22,11 +22,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import pytest
 from strands.models import Model
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
-from temporalio.exceptions import CancelledError
+from temporalio.client import Client, WorkflowHandle
 from temporalio.strands_agents import StrandsPlugin
 from temporalio.worker import Replayer, Worker
 
@@ -35,12 +33,10 @@ from fs_search.worker.testing import search_worker, time_skipping_env
 from fs_search.workflows import FsSearchTools, task_queue_for
 from fs_search.workflows.strands import FsSearchAgentTool, agent_tools, instructions
 from tests.helpers import sparse_file, write_tree
-from tests.procs import alive, group
 from tests.workflows.agent_frameworks import (
     assert_grep_turn,
-    gone_within,
+    cancel_while_rg_runs,
     scheduled_activities,
-    wait_for_rg,
 )
 from tests.workflows.canned import catalogue as canned_catalogue
 from tests.workflows.strands_workflows import StrandsReply, StrandsRun, StrandsSearchAgent
@@ -201,16 +197,7 @@ async def test_cancelling_the_agent_workflow_kills_rg(dev_env, make_activities, 
         handle = await _start(
             dev_env.client, queue, StrandsRun(workspace_id=wsid, prompt="search it", model=MODEL)
         )
-        pgid = await wait_for_rg(acts)
-        assert alive(group(pgid))
-        await handle.cancel()
-        with pytest.raises(WorkflowFailureError) as info:
-            await asyncio.wait_for(handle.result(), 60)
-        assert isinstance(info.value.cause, CancelledError)
-        # FsSearchTools waits for the search's cancellation: rg is gone when the workflow is.
-        await gone_within(pgid, timeout=1)
-        events = [e.event_type async for e in handle.fetch_history_events()]
-    assert EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED in events
+        events = await cancel_while_rg_runs(handle, acts)
     assert EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED in events
     assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in events
     assert len(model.seen) == 1
