@@ -72,6 +72,7 @@ class DevServer:
         except BaseException as e:
             self.process.stop()
             tail = tail_of(self.process.log_path)
+            self._remove_own_log()  # read first: the error quotes its tail
             raise RuntimeError(f"{e}{': ' + tail if tail else ''}") from e
         return self
 
@@ -98,6 +99,10 @@ class DevServer:
         The server keeps everything in memory, so it is not worth a graceful shutdown.
         """
         self.process.stop(timeout=0.2)
+        self._remove_own_log()
+
+    def _remove_own_log(self) -> None:
+        """Remove the log when it is a temporary file of this server's own making."""
         if self._own_log and self.process.log_path is not None:
             with contextlib.suppress(OSError):
                 self.process.log_path.unlink()

@@ -7,7 +7,9 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -15,6 +17,7 @@ from pathlib import Path
 import pytest
 from temporalio.worker import Worker
 
+from fs_search.worker.devstack import DevServer
 from tests.helpers import write_tree
 from tests.procs import FS_SEARCH, WorkerProcess
 from tests.worker.cli.test_main import cli
@@ -120,3 +123,15 @@ def test_the_dev_stack_stopped_by_a_signal_leaves_no_temp_dir(tmp_path, sig):
             proc.kill()
             proc.wait(10)
     assert_left_empty(tmp)
+
+
+async def test_a_dev_server_that_fails_to_start_leaves_no_temp_log(tmp_path, monkeypatch):
+    """A dev server that never became healthy (here its port is taken: two `fs-search dev`
+    on one machine) removes the temporary log it made, after quoting it in the error."""
+    tmp = _tmpdir(tmp_path)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))  # bound, not listening: the server cannot bind it
+        with pytest.raises(RuntimeError):
+            await DevServer(port=taken.getsockname()[1]).start(timeout=10)
+    assert_left_empty(tmp, timeout=0)
