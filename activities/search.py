@@ -8,8 +8,10 @@ the event loop; spill; the payload check); tools; read_spill.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -39,8 +41,9 @@ from fs_search.activities.contract import (
     ToolsResult,
 )
 from fs_search.activities.errors import SearchError, contract, invalid_argument
+from fs_search.activities.ignore_files import OutOfTime, Vetted, vet
 from fs_search.activities.progress import Progress, heartbeating
-from fs_search.activities.rg import Executor, RgRun
+from fs_search.activities.rg import Executor, IgnoreFiles, RgRun
 from fs_search.activities.storage import Saver, Storage, spill_workspace, time_left
 from fs_search.activities.telemetry import SearchTelemetry, mark_failed, outcome_of
 from fs_search.activities.workspace import SearchTarget, Workspace
@@ -206,8 +209,9 @@ class SearchActivities:
             include = req.include if req.include and req.include.strip() else None
             with self._resolved(req, "grep") as (target, at):
                 binary = self._rg_path()
+                vetted = await self._ignore_files(target, call)
 
-                def argv(*, ignore_files: bool, file_arg: str | None) -> list[str]:
+                def argv(*, ignore_files: IgnoreFiles | None, file_arg: str | None) -> list[str]:
                     return rg.for_grep(
                         req.pattern,
                         rg=binary,
@@ -219,7 +223,7 @@ class SearchActivities:
 
                 with self._rg_span("grep", call.progress) as span:
                     run = await self._run_rg(
-                        argv(ignore_files=True, file_arg=target.file_arg), at, call
+                        argv(ignore_files=vetted.ignore_files, file_arg=target.file_arg), at, call
                     )
                     skipped = run.aborted or run.fifo_refused
                     if skipped:
@@ -229,7 +233,7 @@ class SearchActivities:
                             "rg was stopped by an ignore file; searching again without them"
                         )
                         run = await self._run_rg(
-                            argv(ignore_files=False, file_arg=target.file_arg), at, call
+                            argv(ignore_files=None, file_arg=target.file_arg), at, call
                         )
                         if run.aborted:
                             # Not an ignore file, then: rg holds each file's matches in
@@ -241,12 +245,13 @@ class SearchActivities:
                                 "stopped; narrow the pattern, path or include",
                             )
                     span.set_attribute("fs_search.exit_code", run.returncode)
-                    # A pattern error is confirmed with the same search and no file operand.
+                    # A pattern error is confirmed with the same search, no file operand
+                    # and no ignore file (in an empty directory: there is nothing to read).
                     partial = await rg.settle(
                         run,
                         self.executor,
                         complete=results.ends_with_summary(run.chunks),
-                        clean_argv=argv(ignore_files=True, file_arg=None),
+                        clean_argv=argv(ignore_files=None, file_arg=None),
                         file_arg=target.file_arg,
                         pattern=req.pattern,
                         budget_s=call.budget_s,
@@ -268,6 +273,8 @@ class SearchActivities:
                 )
                 if skipped:
                     text = f"{text}\n{IGNORE_FILES_SKIPPED}"
+                elif vetted.note:
+                    text = f"{text}\n{vetted.note}"
             if req.spill:
                 matches = [
                     GrepMatch(
@@ -397,6 +404,22 @@ class SearchActivities:
                     self.workspace.opened(cwd=req.cwd, path=req.path, tool=tool)
                 )
             yield opened
+
+    async def _ignore_files(self, target: SearchTarget, call: Call) -> Vetted:
+        """Which ignore files rg reads for a grep of ``target``: every one as rg applies
+        them from the search root up, under Landlock (nothing outside the workspace can
+        be opened); without it, only those :func:`~fs_search.activities.ignore_files.vet`
+        finds safe. A file target reads none (rg searches a named file whatever they say)."""
+        sandbox = self.executor.sandbox
+        if target.file_arg is not None or (sandbox is not None and sandbox.landlock_abi):
+            return Vetted(IgnoreFiles())
+        deadline = time.monotonic() + call.budget_s
+        try:
+            return await asyncio.to_thread(
+                vet, self.workspace.tree, target.parts, deadline=deadline
+            )
+        except OutOfTime:
+            raise rg.over_budget(call.budget_s) from None
 
     def _rg_path(self) -> str:
         if self.rg.path is None:

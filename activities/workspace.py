@@ -30,12 +30,14 @@ class SearchTarget:
         prefix: the normalised ``path`` the model gave ('' when omitted), joined in front
             of every path rg prints.
         root: the result's ``root`` field: ``prefix`` or ``"."``.
+        parts: ``run_dir``'s components below the workspace root (physical, as resolved).
     """
 
     run_dir: str
     file_arg: str | None
     prefix: str
     root: str
+    parts: Parts = ()
 
     def display(self, rel: str) -> str:
         """The path shown to the model for a path rg printed."""
@@ -179,7 +181,9 @@ class Workspace:
 
     def _in(self, parts: Parts, file_arg: str | None, prefix: str, root: str) -> SearchTarget:
         run_dir = os.path.join(self.root, *parts) if parts else self.root
-        return SearchTarget(run_dir=run_dir, file_arg=file_arg, prefix=prefix, root=root)
+        return SearchTarget(
+            run_dir=run_dir, file_arg=file_arg, prefix=prefix, root=root, parts=parts
+        )
 
     def _cwd(self, cwd: str | None) -> Found:
         """The directory a request's ``cwd`` names (default: the workspace root)."""

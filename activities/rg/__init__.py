@@ -9,19 +9,21 @@ group, byte cap, deadline, kill on cancel), the sandbox and its stdlib-only laun
 
 from __future__ import annotations
 
-from fs_search.activities.rg._command import for_glob, for_grep, for_probe
-from fs_search.activities.rg._executor import Executor, RgRun, default_backstop
+from fs_search.activities.rg._command import IgnoreFiles, for_glob, for_grep, for_probe
+from fs_search.activities.rg._executor import Executor, RgRun, default_backstop, over_budget
 from fs_search.activities.rg._outcome import settle
 from fs_search.activities.rg._sandbox import Sandbox, sandbox_for
 
 __all__ = [
     "Executor",
+    "IgnoreFiles",
     "RgRun",
     "Sandbox",
     "default_backstop",
     "for_glob",
     "for_grep",
     "for_probe",
+    "over_budget",
     "sandbox_for",
     "settle",
 ]

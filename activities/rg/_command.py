@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from fs_search.activities.workspace import VCS_DIRS
 
 # Results never depend on the host's rg config file or global gitignore.
@@ -29,6 +31,46 @@ def for_glob(pattern: str, *, rg: str) -> list[str]:
     ]
 
 
+@dataclass(frozen=True)
+class IgnoreFiles:
+    """Which of the workspace's ignore files a grep's rg reads and applies.
+
+    rg runs in the search root and reads the ignore files of every directory it walks and
+    of every directory above it: those between the workspace root and the search root must
+    apply (SPEC §6: a file is hidden or shown the same whatever the search root), those
+    above the workspace must not. rg has no flag to stop at a given directory; what keeps
+    it from reading above the workspace is the kernel sandbox (or, without one, the
+    worker's check that nothing up there could apply: :mod:`fs_search.activities.ignore_files`).
+
+    Attributes:
+        parents: apply the ignore files of the directories above the search root (False:
+            ``--no-ignore-parent``, only those at and below it).
+        dot: ``.ignore`` and ``.rgignore`` files.
+        vcs: ``.gitignore`` files (and ``.git/info/exclude``).
+        exclude: ``.git/info/exclude``.
+    """
+
+    parents: bool = True
+    dot: bool = True
+    vcs: bool = True
+    exclude: bool = True
+
+    def flags(self) -> list[str]:
+        """rg's flags for this choice."""
+        dropped = [
+            (self.parents, "--no-ignore-parent"),
+            (self.dot, "--no-ignore-dot"),
+            (self.vcs, "--no-ignore-vcs"),
+            (self.exclude, "--no-ignore-exclude"),
+        ]
+        return [flag for kept, flag in dropped if not kept]
+
+    @property
+    def complete(self) -> bool:
+        """Every kind of ignore file is read (nothing was left out for safety)."""
+        return self.dot and self.vcs and self.exclude
+
+
 def for_grep(
     pattern: str,
     *,
@@ -36,18 +78,17 @@ def for_grep(
     include: str | None = None,
     file_arg: str | None = None,
     threads: int | None = None,
-    ignore_files: bool = True,
+    ignore_files: IgnoreFiles | None = IgnoreFiles(),
 ) -> list[str]:
     """rg's argv for a grep call.
 
     The pattern follows ``-e`` so a leading ``-`` is searched literally; a file target is
-    named after ``--`` so its name is never read as a flag. Ignore files above the search
-    root are never consulted (``--no-ignore-parent``); ``ignore_files=False`` drops the
-    rest too (the fallback when one of them made rg run out of memory).
+    named after ``--`` so its name is never read as a flag. ``ignore_files`` says which
+    ignore files apply; None applies none (``--no-ignore``: the fallback when one of them
+    stopped rg, and the pattern check in an empty directory, which must read nothing).
     """
-    argv = [rg, *_ISOLATION, "--json", "--hidden", "--no-ignore-parent"]
-    if not ignore_files:
-        argv.append("--no-ignore")
+    argv = [rg, *_ISOLATION, "--json", "--hidden"]
+    argv += ["--no-ignore"] if ignore_files is None else ignore_files.flags()
     if threads is not None:
         argv.append(f"--threads={threads}")
     if include:

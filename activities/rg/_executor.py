@@ -455,6 +455,11 @@ def _over_budget(timeout_s: float, *, queued: bool) -> SearchError:
     )
 
 
+def over_budget(timeout_s: float) -> SearchError:
+    """SEARCH_ABORTED: a call's work did not fit its budget of ``timeout_s``."""
+    return _over_budget(timeout_s, queued=False)
+
+
 def _duration(seconds: float) -> str:
     """``seconds`` as a person reads it: ms under 10 s, then s, then min."""
     if seconds < 10:

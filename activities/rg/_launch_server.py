@@ -3,12 +3,12 @@
 Started once per executor by :mod:`fs_search.activities.rg._launcher` as
 ``python -I -S launch_server.py --parent PID --socket FD --launch-module PATH [options]``,
 single-threaded, in its own session. For each request on its Unix socket (a JSON message
-whose descriptors travel with it, ``SCM_RIGHTS``: rg's stdout and stderr pipes, the
+whose descriptors travel with it, ``SCM_RIGHTS``: rg's stdout and stderr sockets, the
 directory it runs in, the tree it may read; the argv follows the JSON line as NUL-separated
 bytes) it forks a child that:
 
 - makes itself a process group of its own, dies with this server (``PR_SET_PDEATHSIG``),
-- takes the request's niceness, stdin from /dev/null, stdout and stderr from the pipes,
+- takes the request's niceness, stdin from /dev/null, stdout and stderr from the sockets,
 - changes into the directory (the worker's held descriptor, never a name),
 - limits itself (``sandbox_launch.limit``) and restricts itself with Landlock to reading
   beneath the tree (``sandbox_launch.restrict``), exactly as the per-call launcher did,

@@ -4,7 +4,7 @@ One :class:`LaunchServer` per executor starts ``_launch_server.py`` (stdlib only
 -S``) on first use, with ``os.posix_spawn`` (nothing of the multi-threaded worker runs
 between its fork and exec), in its own session, holding one end of a ``SOCK_SEQPACKET``
 socket pair. Each run sends the argv, the environment, the niceness and the budget plus the
-descriptors (rg's stdout and stderr pipes, the directory it runs in, the tree it may read);
+descriptors (rg's stdout and stderr sockets, the directory it runs in, the tree it may read);
 the server forks, confines the child exactly as the per-call launcher did and execs rg,
 answers with the pid (rg's process group), kills the group at the budget (the backstop,
 instead of coreutils ``timeout``), and reports the exit. The worker reads the pipes itself
@@ -20,7 +20,6 @@ from __future__ import annotations
 import array
 import asyncio
 import contextlib
-import fcntl
 import itertools
 import json
 import logging
@@ -256,11 +255,8 @@ class LaunchServer:
         """
         loop = asyncio.get_running_loop()
         conn = self._connection()
-        out_r, out_w = os.pipe2(os.O_CLOEXEC)
-        err_r, err_w = os.pipe2(os.O_CLOEXEC)
-        if pipe_bytes and hasattr(fcntl, "F_SETPIPE_SZ"):
-            with contextlib.suppress(OSError):
-                fcntl.fcntl(out_r, fcntl.F_SETPIPE_SZ, pipe_bytes)
+        out_r, out_w = _output_channel(pipe_bytes)
+        err_r, err_w = _output_channel(0)
         message = {"env": dict(env), "nice": nice, "deadline_s": deadline_s}
         fds = [out_w, err_w, cwd, *readable]
         try:
@@ -302,6 +298,28 @@ class LaunchServer:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def _output_channel(buffer_bytes: int) -> tuple[int, int]:
+    """``(read end, write end)`` for one of rg's outputs: a one-way Unix stream socket, not a
+    pipe. An ignore file planted as a link to ``/dev/stdout`` (or ``/proc/self/fd/1``,
+    ``/dev/stderr``...) makes rg open its own output for reading: a pipe opened again that
+    way blocks rg on itself forever, while a socket cannot be opened (``ENXIO``), so rg
+    treats that ignore file as unreadable and goes on. Both ends close on exec."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        ours.shutdown(socket.SHUT_WR)
+        theirs.shutdown(socket.SHUT_RD)
+        if buffer_bytes:
+            # How much rg may write before it waits for us (the kernel caps it at
+            # net.core.wmem_max); fewer, larger reads for output-heavy searches.
+            with contextlib.suppress(OSError):
+                theirs.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, buffer_bytes)
+        return ours.detach(), theirs.detach()
+    except BaseException:
+        ours.close()
+        theirs.close()
+        raise
 
 
 def _options(sandbox: Sandbox) -> list[str]:
