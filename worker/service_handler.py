@@ -33,6 +33,8 @@ from typing import Any, TypeVar
 import nexusrpc
 import nexusrpc.handler
 from temporalio import nexus
+from temporalio.api.nexus.v1 import EndpointSpec, EndpointTarget
+from temporalio.api.operatorservice.v1 import CreateNexusEndpointRequest
 from temporalio.client import Client
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
@@ -69,6 +71,9 @@ from fs_search.workflows.tools import NON_RETRYABLE_ERROR_TYPES, unserved
 log = logging.getLogger(__name__)
 
 NEXUS_QUEUE_ENV = "FS_SEARCH_NEXUS_QUEUE"
+# The one server setting Nexus needs beside what a dev server has: an activity may carry
+# the completion callback of the operation it backs.
+CALLBACKS_DYNAMIC_CONFIG = "activity.enableCallbacks=true"
 _R = TypeVar("_R")
 Liveness = Callable[[Client, str], Awaitable[QueueLiveness]]
 
@@ -219,6 +224,25 @@ def service_worker(client: Client, queue: str, *, cap_ms: int | None = None) -> 
     )
 
 
+async def create_endpoint(
+    client: Client, *, name: str, target_namespace: str, target_queue: str
+) -> None:
+    """Create the Nexus endpoint ``name`` targeting ``target_queue`` of ``target_namespace``
+    (what ``temporal operator nexus endpoint create`` does; an operator's call)."""
+    await client.operator_service.create_nexus_endpoint(
+        CreateNexusEndpointRequest(
+            spec=EndpointSpec(
+                name=name,
+                target=EndpointTarget(
+                    worker=EndpointTarget.Worker(
+                        namespace=target_namespace, task_queue=target_queue
+                    )
+                ),
+            )
+        )
+    )
+
+
 @contextlib.asynccontextmanager
 async def serving_service(
     client: Client, queue: str | None, *, cap_ms: int | None = None
@@ -243,7 +267,9 @@ async def serving_service(
 
 
 __all__ = [
+    "CALLBACKS_DYNAMIC_CONFIG",
     "NEXUS_QUEUE_ENV",
+    "create_endpoint",
     "FsSearchServiceHandler",
     "failed",
     "service_worker",
