@@ -46,8 +46,8 @@ from fs_search.workflows.liveness import liveness_of
 from fs_search.workflows.service import (
     DEFAULT_QUEUE_TIMEOUT,
     DEFAULT_SCHEDULE_TO_START,
-    MAX_ATTEMPTS,
     OPERATION_OF_ACTIVITY,
+    schedule_to_close_for,
 )
 from fs_search.workflows.tools import FsSearchTools, map_failure
 
@@ -130,7 +130,6 @@ class FsSearchClient(FsSearchTools):
             left = self.queue_timeout - timedelta(seconds=time.monotonic() - first)
             config = self.activity_config(summary=summary, queue_left=left)
             start_to_close = config["start_to_close_timeout"]
-            attempts = self.retry_policy.maximum_attempts or MAX_ATTEMPTS
             try:
                 handle = await self.client.start_activity(
                     activity_name,
@@ -140,10 +139,8 @@ class FsSearchClient(FsSearchTools):
                     result_type=result_type,
                     start_to_close_timeout=start_to_close,
                     schedule_to_start_timeout=self.schedule_to_start_timeout,
-                    # Past this the activity is closed whatever its attempts do: a caller
-                    # that went away (a killed shell) never leaves it pending.
-                    schedule_to_close_timeout=(self.schedule_to_start_timeout or left)
-                    + attempts * start_to_close,
+                    # A caller that went away (a killed shell) never leaves it pending.
+                    schedule_to_close_timeout=schedule_to_close_for(start_to_close),
                     heartbeat_timeout=self.heartbeat_timeout,
                     retry_policy=config["retry_policy"],
                     summary=summary,

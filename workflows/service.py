@@ -64,6 +64,18 @@ MAX_HEARTBEAT_TIMEOUT = timedelta(minutes=5)
 MAX_ATTEMPTS = 10
 
 
+# A standalone activity's whole life beyond one attempt's start-to-close: room for a retry
+# after a worker died. Past it the activity is closed whatever its attempts do, so a caller
+# that went away (a killed shell, a deleted workflow) never leaves it pending.
+RETRY_MARGIN = timedelta(minutes=1)
+
+
+def schedule_to_close_for(start_to_close: timedelta) -> timedelta:
+    """A standalone activity's schedule-to-close: one attempt's start-to-close (which holds
+    the queueing budget) plus :data:`RETRY_MARGIN`."""
+    return start_to_close + RETRY_MARGIN
+
+
 def start_to_close_for(queue_left: timedelta, timeout_ms: int) -> timedelta:
     """An attempt's start-to-close: what is left of the queueing budget (the worker holds a
     call it cannot run yet), the call's own budget, and the reserve for the result."""
@@ -198,14 +210,11 @@ class BackingOptions(BaseModel):
         )
         attempts = call.max_attempts or DEFAULT_MAX_ATTEMPTS
         attempts = max(1, min(attempts, MAX_ATTEMPTS))
-        # Past this the activity is closed whatever its attempts do: a caller that went
-        # away never leaves it pending.
-        schedule_to_close = (schedule_to_start or queue) + attempts * start_to_close
         return cls(
             task_queue=call.task_queue(),
             start_to_close=start_to_close,
             schedule_to_start=schedule_to_start,
-            schedule_to_close=schedule_to_close,
+            schedule_to_close=schedule_to_close_for(start_to_close),
             heartbeat_timeout=heartbeat,
             max_attempts=attempts,
         )
@@ -230,5 +239,6 @@ __all__ = [
     "ServiceCall",
     "ToolsCall",
     "Where",
+    "schedule_to_close_for",
     "start_to_close_for",
 ]
