@@ -57,7 +57,10 @@ def execution_timeout(call: CallInput) -> timedelta:
     return DEFAULT_QUEUE_TIMEOUT + timedelta(milliseconds=call.timeout_ms) + EXECUTION_MARGIN
 
 
-@workflow.defn(name="fs_search.Call")
+CALL_WORKFLOW = "fs_search.Call"
+
+
+@workflow.defn(name=CALL_WORKFLOW)
 class FsSearchCallWorkflow:
     """Runs one glob/grep call on the workspace's queue and returns its ToolResult."""
 
@@ -82,11 +85,13 @@ class FsSearchCallWorkflow:
             return await tools.call(call.tool, call.arguments)
         if call.tool == "tools":
             return await tools.catalogue()
-        methods = {"glob": tools.glob, "grep": tools.grep, "read_spill": tools.read_spill}
-        method = methods.get(call.tool)
-        if method is None:
-            return ToolResult.failure(ErrorCode.INVALID_ARGUMENT, f"unknown tool {call.tool!r}")
         try:
-            return await method(**call.arguments)
+            if call.tool == "glob":
+                return await tools.glob(**call.arguments)
+            if call.tool == "grep":
+                return await tools.grep(**call.arguments)
+            if call.tool == "read_spill":
+                return await tools.read_spill(**call.arguments)
         except TypeError as e:  # arguments that are not the method's
             return ToolResult.failure(ErrorCode.INVALID_ARGUMENT, str(e))
+        return ToolResult.failure(ErrorCode.INVALID_ARGUMENT, f"unknown tool {call.tool!r}")

@@ -41,7 +41,12 @@ from fs_search.activities.contract import (
     ToolResult,
     ToolsResult,
 )
-from fs_search.workflows.call import CallInput, FsSearchCallWorkflow, execution_timeout
+from fs_search.workflows.call import (
+    CALL_WORKFLOW,
+    CallInput,
+    FsSearchCallWorkflow,
+    execution_timeout,
+)
 from fs_search.workflows.liveness import liveness_of
 from fs_search.workflows.service import (
     DEFAULT_QUEUE_TIMEOUT,
@@ -129,7 +134,8 @@ class FsSearchClient(FsSearchTools):
         while True:
             left = self.queue_timeout - timedelta(seconds=time.monotonic() - first)
             config = self.activity_config(summary=summary, queue_left=left)
-            start_to_close = config["start_to_close_timeout"]
+            start_to_close = config.get("start_to_close_timeout")
+            assert start_to_close is not None  # activity_config always sets it
             try:
                 handle = await self.client.start_activity(
                     activity_name,
@@ -234,7 +240,7 @@ class FsSearchClient(FsSearchTools):
         answer = ToolsResult if tool == "tools" else ToolResult
         async with Worker(self.client, task_queue=queue, workflows=[FsSearchCallWorkflow]):
             handle = await self.client.start_workflow(
-                FsSearchCallWorkflow.run,
+                CALL_WORKFLOW,
                 call,
                 id=f"fs-search-call-{uuid.uuid4()}",
                 task_queue=queue,

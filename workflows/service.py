@@ -186,7 +186,7 @@ class BackingOptions(BaseModel):
     ) -> BackingOptions:
         """The bounded options of ``call`` (``timeout_ms``: the request's budget, ``cap_ms``:
         the serving workers' cap when known)."""
-        budget = timeout_ms or DEFAULT_TIMEOUT_MS
+        budget = timeout_ms if timeout_ms and timeout_ms > 0 else DEFAULT_TIMEOUT_MS
         if cap_ms:
             budget = min(budget, cap_ms)
         budget = min(budget, int(MAX_CALL_TIMEOUT.total_seconds() * 1000))
@@ -223,9 +223,12 @@ class BackingOptions(BaseModel):
 def _bounded_ms(
     value_ms: int | None, default: timedelta, low: timedelta, high: timedelta
 ) -> timedelta:
+    """``value_ms`` within [low, high] (bounded as an integer first: a caller's 10**30 ms
+    would overflow ``timedelta``), or ``default`` when not given."""
     if value_ms is None:
         return default
-    return min(max(timedelta(milliseconds=value_ms), low), high)
+    low_ms, high_ms = int(low.total_seconds() * 1000), int(high.total_seconds() * 1000)
+    return timedelta(milliseconds=min(max(value_ms, low_ms), high_ms))
 
 
 __all__ = [

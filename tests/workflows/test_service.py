@@ -362,3 +362,49 @@ async def test_one_trace_from_the_caller_through_the_handler_to_the_activity(
     ]
     assert set(wanted) <= set(names), sorted(names)
     assert len({names[n].context.trace_id for n in wanted}) == 1
+
+
+async def test_framework_adapters_work_through_the_endpoint(service, payload_dir, tmp_path: Path):
+    """The OpenAI Agents and pydantic-ai adapters over FsSearchTools(endpoint=...) in the
+    callers' namespace: the model is offered and reads exactly what the activity route
+    gives it (a grep, an invalid pattern, a path outside the workspace)."""
+    from tests.workflows.openai_agents_workflows import AgentRun as OpenAIRun
+    from tests.workflows.pydantic_ai_workflows import AgentRun as PydanticRun
+    from tests.workflows.test_openai_agents import _calls
+    from tests.workflows.test_openai_agents import _run as run_openai
+    from tests.workflows.test_pydantic_ai import WORKFLOWS as PYDANTIC_WORKFLOWS
+    from tests.workflows.test_pydantic_ai import _run as run_pydantic
+
+    ws = write_tree(tmp_path / "ws", {"a.py": "needle = 1\n", "b/c.py": "x\n"})
+    wsid = f"ws-{uuid.uuid4()}"
+    turns = (
+        ("grep", {"pattern": "needle"}),
+        ("grep", {"pattern": "("}),
+        ("glob", {"pattern": "*", "path": "/etc"}),
+    )
+    pydantic_agent = next(iter(PYDANTIC_WORKFLOWS.values()))
+    outcomes = {}
+    async with search_worker(service.search, ws, workspace_id=wsid):
+        for route, client, endpoint in [
+            ("activity", service.search, None),
+            ("nexus", service.caller, service.endpoint),
+        ]:
+            outcomes["openai", route] = await run_openai(
+                client,
+                payload_dir,
+                _calls(*turns),
+                OpenAIRun(workspace_id=wsid, prompt="find the needle", endpoint=endpoint),
+            )
+            outcomes["pydantic", route] = await run_pydantic(
+                client,
+                payload_dir,
+                pydantic_agent,
+                PydanticRun(workspace_id=wsid, calls=list(turns), endpoint=endpoint),
+            )
+    for framework in ("openai", "pydantic"):
+        through, direct = outcomes[framework, "nexus"], outcomes[framework, "activity"]
+        assert through == direct, framework
+        assert len(through.tool_outputs) == 3
+        assert "a.py" in through.tool_outputs[0] and "needle = 1" in through.tool_outputs[0]
+        assert "Error:" in through.tool_outputs[1] and "Error:" in through.tool_outputs[2]
+        assert [t["name"] for t in through.tools] == ["glob", "grep"]

@@ -25,7 +25,12 @@ from fs_search.worker.app import build_activities, default_workspace_id, mainten
 from fs_search.worker.connect import TemporalUnreachable, connect
 from fs_search.worker.devstack import DevServer
 from fs_search.worker.otel_setup import telemetry_from_env
-from fs_search.workflows.call import CallInput, FsSearchCallWorkflow, execution_timeout
+from fs_search.workflows.call import (
+    CALL_WORKFLOW,
+    CallInput,
+    FsSearchCallWorkflow,
+    execution_timeout,
+)
 from fs_search.workflows.plugin import FsSearchPlugin
 from fs_search.workflows.summaries import summary
 
@@ -171,7 +176,7 @@ async def _execute(client: Client, call: CallInput) -> ToolResult:
     async with Worker(client, task_queue=queue, workflows=[FsSearchCallWorkflow]):
         try:
             handle = await client.start_workflow(
-                FsSearchCallWorkflow.run,
+                CALL_WORKFLOW,
                 call,
                 id=f"fs-search-cli-{uuid.uuid4()}",
                 task_queue=queue,
