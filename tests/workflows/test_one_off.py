@@ -7,6 +7,7 @@ Temporal's time-skipping server, which has no standalone activities.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 import uuid
@@ -81,6 +82,7 @@ async def test_results_equal_the_activity_route_and_no_workflow_starts(
     assert glob == direct[2] and grep == direct[1]
     assert own_catalogue == catalogue and own_catalogue.available
     assert activity.activity_type == "fs_search.tools"
+    assert json.loads(activity.raw_info.user_metadata.summary.data) == "fs_search tools"
     assert activity.status == ActivityExecutionStatus.COMPLETED
     assert started == 0
 

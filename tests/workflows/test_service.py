@@ -8,6 +8,7 @@ A real dev server with two namespaces (``fs-search``: the search workers and the
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from pathlib import Path
@@ -102,6 +103,13 @@ async def test_results_equal_the_activity_route(service, tmp_path: Path):
             events = [e.event_type async for e in handle.fetch_history_events()]
         catalogue = await _run(service.search, CatalogueWorkflow, direct_options)
         nexus_catalogue = await _run(service.caller, CatalogueWorkflow, nexus_options)
+        # The operations' activities, as the search namespace's UI lists them.
+        backing = [
+            await service.search.get_activity_handle(
+                a.activity_id, run_id=a.activity_run_id
+            ).describe()
+            async for a in service.search.list_activities(f"TaskQueue = 'fs-search/{wsid}'")
+        ]
     assert _codes(direct) == CODES
     assert [r.model_dump() for r in through] == [r.model_dump() for r in direct]
     assert through[0].text == "src/a.py:\n  Line 2: # TODO one\n\nsrc/b.py:\n  Line 1: # TODO two"
@@ -111,6 +119,12 @@ async def test_results_equal_the_activity_route(service, tmp_path: Path):
     # One operation per scheduled call (the blank pattern never left the workflow).
     scheduled = events.count(EventType.EVENT_TYPE_NEXUS_OPERATION_SCHEDULED)
     assert scheduled == len(CALLS) - 1
+    # Each a standalone activity carrying its operation's callback, with the UI's summary.
+    assert len(backing) == scheduled + 1  # and the catalogue's
+    summaries = sorted(json.loads(d.raw_info.user_metadata.summary.data) for d in backing)
+    assert 'grep "TODO"' in summaries and 'grep "TODO" in src (a.py)' in summaries
+    assert "fs_search tools" in summaries
+    assert all(d.raw_callbacks for d in backing)
 
 
 async def test_a_spill_is_read_back_through_the_endpoint(service, tmp_path: Path):
