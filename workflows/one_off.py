@@ -202,7 +202,7 @@ class FsSearchClient(FsSearchTools):
             return
         _WARNED.add(key)
         log.warning(
-            "fs-search: the Temporal server at %s (namespace %s) does not run standalone "
+            "the Temporal server at %s (namespace %s) does not run standalone "
             "activities (%s); one-off calls run as one-call workflows (fs_search.Call) "
             "instead, ~100 ms more per call",
             key[0],

@@ -406,7 +406,7 @@ class FsSearchTools:
         first = workflow.now()
         check = False
         while True:
-            call = self.service_call(
+            call = self._service_call(
                 activity_name, arg, queue_left=self.queue_timeout - (workflow.now() - first)
             )
             call.check_queue = check
@@ -432,7 +432,7 @@ class FsSearchTools:
                 return self._unserved(busy, waited)
             check = True
 
-    def service_call(
+    def _service_call(
         self, activity_name: str, arg: object, *, queue_left: timedelta | None = None
     ) -> Any:
         """The ``fs_search`` service's input for a call of ``activity_name`` with ``arg``:
