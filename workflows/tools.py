@@ -80,8 +80,8 @@ ALWAYS_OFFERED = ("glob", "grep")
 DEFAULT_RETRY_POLICY = RetryPolicy(
     maximum_attempts=3, non_retryable_error_types=NON_RETRYABLE_ERROR_TYPES
 )
-# DEFAULT_QUEUE_TIMEOUT, DEFAULT_SCHEDULE_TO_START and RESERVE live in service.py, shared
-# with the Nexus handler; they are re-exported here.
+# The scheduling defaults (DEFAULT_QUEUE_TIMEOUT, DEFAULT_SCHEDULE_TO_START, RESERVE) live in
+# service.py, shared with the Nexus handler; the first two are importable from here too.
 LIVENESS_TIMEOUT = timedelta(seconds=15)
 # A Nexus operation's own deadline beyond its backing activity's: the activity's timeouts
 # fire first and say which one it was.
