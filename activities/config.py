@@ -143,6 +143,9 @@ class FsSearchConfig(StorageSettings):
     # Which queues a --workspaces-root worker polls: one per workspace (default), the
     # host's one queue fs-search-host/<host-id> (requests name their workspace), or both.
     queues: Literal["workspace", "host", "both"] = "workspace"
+    # Also serve the fs_search Nexus service's handler on this task queue (an endpoint's
+    # target), for callers in other namespaces (SPEC section 9). None: not served.
+    nexus_queue: str | None = Field(None, min_length=1, pattern=r"^\S(.*\S)?$")
 
     @property
     def accepted_searches(self) -> int:

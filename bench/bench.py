@@ -27,6 +27,7 @@ import breakdown  # noqa: E402
 import corpus  # noqa: E402
 import report  # noqa: E402
 import rows  # noqa: E402
+import service_rows  # noqa: E402, F401 - registers the one-off and Nexus rows in rows
 from harness import open_env  # noqa: E402
 from stats import RowResult  # noqa: E402
 
@@ -94,7 +95,8 @@ def select_rows(spec: str | None) -> list[str]:
         return list(rows.ROWS)
     wanted = set()
     for name in spec.split(","):
-        key = ALIASES.get(name.strip().lower().replace(" ", "-").replace("_", "-"))
+        alias = name.strip().lower().replace(" ", "-").replace("_", "-")
+        key = ALIASES.get(alias) or (alias if alias in rows.ROWS else None)
         if key is None:
             raise SystemExit(f"unknown row {name!r}; known: {', '.join(rows.ROWS)}")
         wanted.add(key)

@@ -36,6 +36,8 @@ class Spec(BaseModel):
     workspace_id: str
     calls: list[Call]
     concurrent: bool = False
+    # Call through this Nexus endpoint (the fs_search service) instead of activities.
+    endpoint: str | None = None
 
 
 class PlainRg(BaseModel):
@@ -47,7 +49,7 @@ class PlainRg(BaseModel):
 
 
 def _tools(spec: Spec, call: Call) -> FsSearchTools:
-    return FsSearchTools(spec.workspace_id, cwd=call.cwd)
+    return FsSearchTools(spec.workspace_id, cwd=call.cwd, endpoint=spec.endpoint)
 
 
 @workflow.defn(name="bench.Calls")

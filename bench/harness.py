@@ -35,9 +35,12 @@ from fs_search.activities.contract import GrepRequest, GrepResult
 from fs_search.activities.search import SearchActivities
 from fs_search.worker.app import build_activities, maintenance, new_worker
 from fs_search.worker.devstack import DevServer
+from fs_search.worker.service_handler import CALLBACKS_DYNAMIC_CONFIG
 from fs_search.workflows.plugin import FsSearchPlugin
 
 WORKFLOW_TIMEOUT = timedelta(minutes=5)
+# Where the Nexus row's caller workflows run (service_rows.py).
+CALLER_NAMESPACE = "bench-agents"
 
 
 class BenchActivities(SearchActivities):
@@ -139,7 +142,12 @@ def worker_config(spill_url: str, **overrides: Any) -> FsSearchConfig:
 async def open_env(workspace: Path, tmp: Path) -> AsyncIterator[Env]:
     """Start the dev server, connect, run the in-process worker; stop everything after."""
     spill_url = f"file://{tmp / 'spill'}"
-    server = DevServer(log_path=tmp / "temporal.log")
+    # Callbacks on and a second namespace: the Nexus row calls the worker from there.
+    server = DevServer(
+        log_path=tmp / "temporal.log",
+        dynamic_config=[CALLBACKS_DYNAMIC_CONFIG],
+        namespaces=[CALLER_NAMESPACE],
+    )
     await server.start()
     try:
         client = await Client.connect(

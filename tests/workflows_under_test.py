@@ -48,6 +48,8 @@ class Options(BaseModel):
     start_to_close_ms: int | None = None
     queue_ms: int | None = None
     max_attempts: int | None = None
+    # Call through this Nexus endpoint (the fs_search service) instead of activities.
+    endpoint: str | None = None
 
     def tools(self) -> FsSearchTools:
         kwargs: dict[str, Any] = {}
@@ -72,6 +74,7 @@ class Options(BaseModel):
             timeout_ms=self.timeout_ms,
             task_queue=self.task_queue,
             host=self.host,
+            endpoint=self.endpoint,
             **kwargs,
         )
 

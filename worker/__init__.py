@@ -10,9 +10,14 @@ command starts without importing what it does not need.
   storage, digest helpers), :func:`build_activities`, :func:`new_worker`,
   :func:`maintenance`: run the activities for one workspace on your own client
   (``fs-search worker`` does exactly this).
+* :class:`FsSearchServiceHandler`, :func:`serving_service`, :func:`create_endpoint`: serve
+  the ``fs_search`` Nexus service for callers in other namespaces (``fs-search worker
+  --nexus-queue`` does this beside its activities).
 * :class:`SearchError`: a contract failure, e.g. a canned error in a test.
 * :func:`time_skipping_env`, :func:`search_worker`, :func:`canned_activities`: test agent
-  workflows offline (``fs_search.worker.testing``; install the ``testing`` extra).
+  workflows offline (``fs_search.worker.testing``; install the ``testing`` extra);
+  :func:`service_env`: a dev server with two namespaces and an endpoint, for workflows that
+  call fs-search through Nexus.
 """
 
 from __future__ import annotations
@@ -36,7 +41,17 @@ if TYPE_CHECKING:
         maintenance,
         new_worker,
     )
-    from fs_search.worker.testing import canned_activities, search_worker, time_skipping_env
+    from fs_search.worker.service_handler import (
+        FsSearchServiceHandler,
+        create_endpoint,
+        serving_service,
+    )
+    from fs_search.worker.testing import (
+        canned_activities,
+        search_worker,
+        service_env,
+        time_skipping_env,
+    )
 
 _LAZY = {
     "ConfigError": "fs_search.activities",
@@ -50,8 +65,12 @@ _LAZY = {
     "default_workspace_id": "fs_search.worker.app",
     "maintenance": "fs_search.worker.app",
     "new_worker": "fs_search.worker.app",
+    "FsSearchServiceHandler": "fs_search.worker.service_handler",
+    "create_endpoint": "fs_search.worker.service_handler",
+    "serving_service": "fs_search.worker.service_handler",
     "canned_activities": "fs_search.worker.testing",
     "search_worker": "fs_search.worker.testing",
+    "service_env": "fs_search.worker.testing",
     "time_skipping_env": "fs_search.worker.testing",
 }
 
@@ -65,6 +84,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "ConfigError",
     "FsSearchConfig",
+    "FsSearchServiceHandler",
     "SearchActivities",
     "SearchError",
     "Services",
@@ -72,9 +92,12 @@ __all__ = [
     "build_activities",
     "build_services",
     "canned_activities",
+    "create_endpoint",
     "default_workspace_id",
     "maintenance",
     "new_worker",
     "search_worker",
+    "service_env",
+    "serving_service",
     "time_skipping_env",
 ]

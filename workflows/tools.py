@@ -1,4 +1,9 @@
-"""FsSearchTools: what agent workflows call to run glob/grep on a workspace's worker."""
+"""FsSearchTools: what agent workflows call to run glob/grep on a workspace's worker.
+
+Two routes, the same results: activities on the workspace's queue in this namespace (the
+default), or, with ``endpoint``, operations of the Nexus service ``fs_search`` served from
+the search namespace (SPEC §9), each backed there by the same activity.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ import json
 import logging
 from collections.abc import Mapping
 from datetime import timedelta
+from enum import Enum
 from typing import Any, TypeVar
 
 from temporalio import workflow
@@ -16,6 +22,7 @@ from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
     CancelledError,
+    NexusOperationError,
     TimeoutError,
     TimeoutType,
 )
@@ -49,6 +56,16 @@ with workflow.unsafe.imports_passed_through():
         task_queue_for,
     )
     from fs_search.workflows.liveness import QUEUE_LIVENESS_ACTIVITY, QueueLiveness
+    from fs_search.workflows.service import (
+        CALL_OF_ACTIVITY,
+        DEFAULT_QUEUE_TIMEOUT,
+        DEFAULT_SCHEDULE_TO_START,
+        MAX_ATTEMPTS,
+        OPERATION_OF_ACTIVITY,
+        BackingOptions,
+        FsSearchService,
+        start_to_close_for,
+    )
     from fs_search.workflows.summaries import summary_of
 
 _R = TypeVar("_R")
@@ -63,15 +80,12 @@ ALWAYS_OFFERED = ("glob", "grep")
 DEFAULT_RETRY_POLICY = RetryPolicy(
     maximum_attempts=3, non_retryable_error_types=NON_RETRYABLE_ERROR_TYPES
 )
-# How long a call may wait for a busy worker (in Temporal and in the worker's queue).
-DEFAULT_QUEUE_TIMEOUT = timedelta(minutes=5)
-# How soon a call no worker picked up is checked: a worker takes calls at once (it holds
-# many more than it runs), so this is how long an unserved workspace takes to report.
-DEFAULT_SCHEDULE_TO_START = timedelta(seconds=8)
-# What start-to-close keeps beyond the queueing budget and the call's own budget, for the
-# worker to digest, save and return the result (the worker's RESERVE_S).
-RESERVE = timedelta(seconds=5)
+# The scheduling defaults (DEFAULT_QUEUE_TIMEOUT, DEFAULT_SCHEDULE_TO_START, RESERVE) live in
+# service.py, shared with the Nexus handler; the first two are importable from here too.
 LIVENESS_TIMEOUT = timedelta(seconds=15)
+# A Nexus operation's own deadline beyond its backing activity's: the activity's timeouts
+# fire first and say which one it was.
+NEXUS_MARGIN = timedelta(seconds=30)
 
 
 def with_contract_codes(policy: RetryPolicy) -> RetryPolicy:
@@ -115,6 +129,15 @@ class FsSearchTools:
             retried: they are added to a policy given here.
         cancellation_type: default WAIT_CANCELLATION_COMPLETED (rg is dead when the
             cancel returns).
+        endpoint: call through this Nexus endpoint (e.g. ``"fs-search"``) instead of
+            scheduling activities here: for a workflow in another namespace than the search
+            workers'. The same results, codes and catalogue; this namespace needs no
+            fs-search worker, no activity registration and no access to the spill store.
+            The handler runs each call as the same activity on the workspace's (or host's)
+            queue, with the options above (bounded there); ``task_queue`` cannot be
+            combined with it (the handler routes by workspace and host). The operation is
+            cancelled with the matching Nexus cancellation type (default: wait until rg is
+            gone).
     """
 
     def __init__(
@@ -134,8 +157,15 @@ class FsSearchTools:
         cancellation_type: workflow.ActivityCancellationType = (
             workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
         ),
+        endpoint: str | None = None,
     ) -> None:
+        if endpoint is not None and task_queue is not None:
+            raise ValueError(
+                "FsSearchTools(endpoint=..., task_queue=...): the Nexus handler routes a call "
+                "by workspace_id and host; give one of endpoint and task_queue"
+            )
         self.workspace_id = workspace_id
+        self.endpoint = endpoint
         self.cwd = cwd
         self.timeout_ms = timeout_ms
         self.spill = spill
@@ -158,9 +188,7 @@ class FsSearchTools:
         """The options every call is scheduled with (``queue_left``: what remains of the
         queueing budget, default all of it)."""
         left = self.queue_timeout if queue_left is None else max(queue_left, timedelta(0))
-        start_to_close = self.start_to_close_timeout or (
-            left + timedelta(milliseconds=self.timeout_ms) + RESERVE
-        )
+        start_to_close = self.start_to_close_timeout or start_to_close_for(left, self.timeout_ms)
         config = workflow.ActivityConfig(
             task_queue=self.task_queue,
             start_to_close_timeout=start_to_close,
@@ -338,6 +366,8 @@ class FsSearchTools:
         A call no worker took within the schedule-to-start timeout is checked once: with
         a live poller on the queue (a full worker) it is scheduled again, within what is
         left of the queueing budget; with none it is SEARCH_FAILED naming the workspace."""
+        if self.endpoint is not None:
+            return await self._execute_nexus(activity_name, arg, result_type, summary)
         first = workflow.now()
         while True:
             left = self.queue_timeout - (workflow.now() - first)
@@ -360,6 +390,70 @@ class FsSearchTools:
                 continue
             return self._unserved(liveness, waited)
 
+    async def _execute_nexus(
+        self, activity_name: str, arg: object, result_type: type[_R], summary: str
+    ) -> _R | ToolResult:
+        """One call as an operation of the endpoint's ``fs_search`` service.
+
+        The caller's namespace cannot ask who polls the search namespace's queues, so the
+        handler decides: a call no worker took within schedule-to-start is sent again with
+        ``check_queue``, and the handler then fails it at once (SEARCH_FAILED naming the
+        workspace) when nothing polls the queue, or starts it again when a worker does (a
+        busy one), within what is left of the queueing budget."""
+        assert self.endpoint is not None
+        client = workflow.create_nexus_client(service=FsSearchService, endpoint=self.endpoint)
+        operation = OPERATION_OF_ACTIVITY[activity_name]
+        first = workflow.now()
+        check = False
+        while True:
+            call = self._service_call(
+                activity_name, arg, queue_left=self.queue_timeout - (workflow.now() - first)
+            )
+            call.check_queue = check
+            timeout_ms = getattr(call.request, "timeout_ms", None) or self.timeout_ms
+            backing = BackingOptions.of(call, timeout_ms=timeout_ms)
+            try:
+                return await client.execute_operation(
+                    operation,
+                    call,
+                    output_type=result_type,
+                    schedule_to_close_timeout=backing.schedule_to_close + NEXUS_MARGIN,
+                    cancellation_type=_nexus_cancellation(self.cancellation_type),
+                    summary=summary,
+                )
+            except (NexusOperationError, asyncio.CancelledError) as e:
+                if _workflow_cancelled():
+                    raise
+                if not _not_picked_up(e):
+                    return map_failure(e, workspace_id=self.workspace_id, queue=call.task_queue())
+            waited = workflow.now() - first
+            if waited >= self.queue_timeout:
+                busy = QueueLiveness(queue=call.task_queue(), polled=True)
+                return self._unserved(busy, waited)
+            check = True
+
+    def _service_call(
+        self, activity_name: str, arg: object, *, queue_left: timedelta | None = None
+    ) -> Any:
+        """The ``fs_search`` service's input for a call of ``activity_name`` with ``arg``:
+        the request, the workspace (and host), and this helper's activity options."""
+        config = self.activity_config(queue_left=queue_left)
+        left = self.queue_timeout if queue_left is None else max(queue_left, timedelta(0))
+        attempts = self.retry_policy.maximum_attempts or MAX_ATTEMPTS
+        fields: dict[str, Any] = {
+            "workspace_id": self.workspace_id,
+            "host": self.host,
+            "queue_timeout_ms": _ms(left),
+            # 0: no schedule-to-start timeout (None would be the handler's default).
+            "schedule_to_start_ms": _ms(self.schedule_to_start_timeout) or 0,
+            "start_to_close_ms": _ms(config.get("start_to_close_timeout")),
+            "heartbeat_timeout_ms": _ms(self.heartbeat_timeout),
+            "max_attempts": attempts,
+        }
+        if arg is not None:
+            fields["request"] = arg
+        return CALL_OF_ACTIVITY[activity_name](**fields)
+
     async def _liveness(self) -> QueueLiveness:
         """Who polls the queue (the plugin's local activity); unknown when it cannot say."""
         try:
@@ -378,30 +472,49 @@ class FsSearchTools:
 
     def _unserved(self, liveness: QueueLiveness, waited: timedelta) -> ToolResult:
         """The ``Error:`` result of a call no worker took."""
-        who = f"workspace {self.workspace_id!r}"
-        if self.host is not None:
-            who += f" on host {self.host!r}"
-        queue = self.task_queue
-        if liveness.polled:
-            return ToolResult.failure(
-                ErrorCode.SEARCH_ABORTED,
-                f"the worker of {who} stayed busy for the whole queueing budget "
-                f"({_seconds(self.queue_timeout)}) and the call did not run; try again later",
-            )
-        took = _seconds(self.schedule_to_start_timeout or waited)
-        if liveness.polled is None:
-            return ToolResult.failure(
-                ErrorCode.SEARCH_FAILED,
-                f"no fs-search worker took the call for {who} within {took} "
-                f"(task queue {queue!r}), and whether one polls that queue could not be "
-                f"checked ({liveness.detail}); is the worker for that workspace running?",
-            )
+        return unserved(
+            liveness,
+            workspace_id=self.workspace_id,
+            host=self.host,
+            took=self.schedule_to_start_timeout or waited,
+            queue_timeout=self.queue_timeout,
+        )
+
+
+def unserved(
+    liveness: QueueLiveness,
+    *,
+    workspace_id: str,
+    host: str | None,
+    took: timedelta,
+    queue_timeout: timedelta,
+) -> ToolResult:
+    """The ``Error:`` result of a call no worker took within ``took``: SEARCH_ABORTED when
+    a worker polls the queue (busy for the whole ``queue_timeout``), else SEARCH_FAILED
+    naming the workspace (the activity route, one-off calls and the Nexus handler alike)."""
+    who = f"workspace {workspace_id!r}"
+    if host is not None:
+        who += f" on host {host!r}"
+    queue = liveness.queue
+    if liveness.polled:
+        return ToolResult.failure(
+            ErrorCode.SEARCH_ABORTED,
+            f"the worker of {who} stayed busy for the whole queueing budget "
+            f"({_seconds(queue_timeout)}) and the call did not run; try again later",
+        )
+    if liveness.polled is None:
         return ToolResult.failure(
             ErrorCode.SEARCH_FAILED,
-            f"no fs-search worker is serving {who}: nothing polls its task queue "
-            f"{queue!r} ({liveness.detail}); start the worker for that "
-            f"{'host' if self.host is not None else 'workspace'}, or check the id",
+            f"no fs-search worker took the call for {who} within {_seconds(took)} "
+            f"(task queue {queue!r}), and whether one polls that queue could not be "
+            f"checked ({liveness.detail}); is the worker for that workspace running?",
         )
+    return ToolResult.failure(
+        ErrorCode.SEARCH_FAILED,
+        f"no fs-search worker is serving {who}: nothing polls its task queue "
+        f"{queue!r} ({liveness.detail}); start the worker for that "
+        f"{'host' if host is not None else 'workspace'}, or check the id",
+    )
 
 
 def offered_specs(tools: FsSearchTools, catalogue: ToolsResult) -> list[ToolSpec]:
@@ -447,8 +560,52 @@ def instructions(catalogue: ToolsResult) -> str:
 
 def _not_picked_up(error: BaseException) -> bool:
     """Whether a call failed because no worker took it within schedule-to-start."""
-    cause = error.cause if isinstance(error, ActivityError) else None
+    if not isinstance(error, ActivityError | NexusOperationError):
+        return False
+    cause = failure_cause(error)
     return isinstance(cause, TimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START
+
+
+def failure_cause(error: BaseException) -> BaseException:
+    """What a failed call says happened, past the wrappers around it: an activity's
+    ``ActivityError``, a Nexus operation's ``NexusOperationError``, the handler's
+    ``HandlerError`` or ``OperationError`` around the error it raised, and a standalone
+    activity's ``ActivityFailureError``."""
+    seen = error
+    for _ in range(8):  # a chain is a few links long; never loop on a cycle
+        inner: BaseException | None
+        if isinstance(seen, ActivityError | NexusOperationError):
+            inner = seen.cause
+        elif type(seen).__name__ in ("HandlerError", "ActivityFailureError"):
+            inner = getattr(seen, "cause", None) or seen.__cause__
+        elif (
+            isinstance(seen, ApplicationError)
+            and seen.type == "OperationError"
+            and seen.cause is not None
+        ):
+            inner = seen.cause
+        else:
+            break
+        if inner is None:
+            break
+        seen = inner
+    return seen
+
+
+def _nexus_cancellation(
+    kind: workflow.ActivityCancellationType,
+) -> workflow.NexusOperationCancellationType:
+    """The Nexus cancellation type that keeps an activity cancellation type's promise."""
+    kinds = workflow.NexusOperationCancellationType
+    return {
+        "TRY_CANCEL": kinds.TRY_CANCEL,
+        "ABANDON": kinds.ABANDON,
+        "WAIT_CANCELLATION_REQUESTED": kinds.WAIT_REQUESTED,
+    }.get(kind.name if isinstance(kind, Enum) else str(kind), kinds.WAIT_COMPLETED)
+
+
+def _ms(span: timedelta | None) -> int | None:
+    return None if span is None else int(span.total_seconds() * 1000)
 
 
 def _seconds(span: timedelta) -> str:
@@ -517,7 +674,7 @@ def map_failure(error: BaseException, *, workspace_id: str, queue: str) -> ToolR
     """Turn a failed call (after retries) into the model's ``Error: ...`` result."""
     if isinstance(error, asyncio.CancelledError):
         return ToolResult.failure(ErrorCode.SEARCH_ABORTED, "the search was cancelled")
-    cause = error.cause if isinstance(error, ActivityError) else error
+    cause = failure_cause(error)
     if isinstance(cause, ApplicationError):
         if cause.type is not None and cause.type in ErrorCode.__members__:
             return ToolResult.failure(ErrorCode(cause.type), cause.message)

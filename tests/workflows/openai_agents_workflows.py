@@ -19,6 +19,7 @@ class AgentRun(BaseModel):
     timeout_ms: int = 30_000
     host: str | None = None
     schedule_to_start_s: float = 10.0
+    endpoint: str | None = None
 
 
 class AgentOutcome(BaseModel):
@@ -41,6 +42,7 @@ class OpenAISearchAgent:
             timeout_ms=job.timeout_ms,
             schedule_to_start_timeout=timedelta(seconds=job.schedule_to_start_s),
             host=job.host,
+            endpoint=job.endpoint,
         )
         catalogue = await tools.catalogue()
         agent = Agent(

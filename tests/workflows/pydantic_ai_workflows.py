@@ -40,6 +40,7 @@ class AgentRun(BaseModel):
     timeout_ms: int = 30_000
     host: str | None = None
     schedule_to_start_s: float = 10.0
+    endpoint: str | None = None
 
 
 class AgentOutcome(BaseModel):
@@ -107,6 +108,7 @@ def _tools(job: AgentRun) -> FsSearchTools:
         timeout_ms=job.timeout_ms,
         schedule_to_start_timeout=timedelta(seconds=job.schedule_to_start_s),
         host=job.host,
+        endpoint=job.endpoint,
     )
 
 

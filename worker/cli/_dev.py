@@ -1,4 +1,8 @@
-"""``fs-search dev``: the whole local stack in one command (Temporal + UI, S3, a worker)."""
+"""``fs-search dev``: the whole local stack in one command (Temporal + UI, S3, a worker).
+
+The worker also serves the ``fs_search`` Nexus service on ``fs-search-nexus``, behind an
+endpoint ``fs-search`` (the server runs with ``activity.enableCallbacks=true``), so
+workflows in other namespaces of the dev server can call it (SPEC §9)."""
 
 from __future__ import annotations
 
@@ -18,7 +22,13 @@ from fs_search.worker.connect import TemporalUnreachable, connect
 from fs_search.worker.devstack import DevServer, SeaweedS3
 from fs_search.worker.otel_setup import telemetry_from_env
 from fs_search.worker.processes import port_is_free, usual_port
+from fs_search.worker.service_handler import (
+    CALLBACKS_DYNAMIC_CONFIG,
+    create_endpoint,
+    serving_service,
+)
 from fs_search.workflows.plugin import FsSearchPlugin
+from fs_search.workflows.service import DEFAULT_ENDPOINT
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +36,8 @@ DEV_BUCKET = "fs-search"
 # Temporal's own defaults (`temporal server start-dev`): what every example connects to.
 DEFAULT_PORT = 7233
 DEFAULT_UI_PORT = 8233
+# Where the dev worker serves the fs_search Nexus service, behind the endpoint "fs-search".
+DEV_NEXUS_QUEUE = "fs-search-nexus"
 # Local-only credentials: the dev S3 accepts any key, callers need some key to sign with.
 DEV_AWS = {
     "AWS_ACCESS_KEY_ID": "fs-search-dev",
@@ -99,9 +111,16 @@ async def run_dev(
                 root = activities.workspace.root
                 print(_banner(temporal, s3, root, workspace_id, env, env_file), flush=True)
 
-            await run_until_signalled(
-                temporal_client, activities, workspace_id=workspace_id, on_ready=ready
+            await create_endpoint(
+                temporal_client,
+                name=DEFAULT_ENDPOINT,
+                target_namespace="default",
+                target_queue=DEV_NEXUS_QUEUE,
             )
+            async with serving_service(temporal_client, DEV_NEXUS_QUEUE, cap_ms=config.timeout_ms):
+                await run_until_signalled(
+                    temporal_client, activities, workspace_id=workspace_id, on_ready=ready
+                )
     finally:
         s3.close()
         temporal.stop()
@@ -118,13 +137,15 @@ async def _start_temporal(port: int | None, ui_port: int | None) -> DevServer:
             print(f"fs-search dev: {note}", file=sys.stderr, flush=True)
     log.info("starting Temporal dev server and SeaweedFS S3 ...")
     try:
-        return await DevServer(ui=True, port=grpc, ui_port=ui).start()
+        return await DevServer(
+            ui=True, port=grpc, ui_port=ui, dynamic_config=[CALLBACKS_DYNAMIC_CONFIG]
+        ).start()
     except RuntimeError as e:
         asked = port is not None or ui_port is not None
         if asked or (port_is_free(grpc) and port_is_free(ui)):
             raise TemporalUnreachable(f"the Temporal dev server did not start: {e}") from e
     # A usual port was taken between the check and the server's start: free ones, then.
-    temporal = DevServer(ui=True)
+    temporal = DevServer(ui=True, dynamic_config=[CALLBACKS_DYNAMIC_CONFIG])
     print(
         f"fs-search dev: ports {grpc}/{ui} were taken while starting; Temporal is on "
         f"{temporal.port} (UI {temporal.ui_port})",
@@ -162,6 +183,7 @@ def _banner(
   S3:           {s3.endpoint_url} (bucket {DEV_BUCKET}, data in {s3.data_dir})
   Workspace:    {workspace}
   Workspace id: {workspace_id} (task queue {task_queue_for(workspace_id)})
+  Nexus:        endpoint {DEFAULT_ENDPOINT} -> namespace default, task queue {DEV_NEXUS_QUEUE}
 
 Environment for callers (fs-search CLI, your workers and clients with FsSearchPlugin):
 

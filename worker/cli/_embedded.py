@@ -1,4 +1,5 @@
-"""Run one CLI call: on an embedded dev server with an in-process worker, or via --address."""
+"""Run one CLI call: on an embedded dev server with an in-process worker, or via --address
+(a one-off call: one standalone activity on the workspace's queue, FsSearchClient)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import FailureError
 from temporalio.runtime import Runtime
 from temporalio.worker import Worker
@@ -24,7 +25,12 @@ from fs_search.worker.app import build_activities, default_workspace_id, mainten
 from fs_search.worker.connect import TemporalUnreachable, connect
 from fs_search.worker.devstack import DevServer
 from fs_search.worker.otel_setup import telemetry_from_env
-from fs_search.workflows.call import CallInput, FsSearchCallWorkflow, execution_timeout
+from fs_search.workflows.call import (
+    CALL_WORKFLOW,
+    CallInput,
+    FsSearchCallWorkflow,
+    execution_timeout,
+)
 from fs_search.workflows.plugin import FsSearchPlugin
 from fs_search.workflows.summaries import summary
 
@@ -98,7 +104,7 @@ async def run_call(options: CallOptions) -> ToolResult:
                 plugins=[FsSearchPlugin(external_storage=storage_for(config))],
                 runtime=telemetry.runtime,
             )
-            return await _execute(client, call, cancel_on_interrupt=True)
+            return await _one_off(client, call)
         config = embedded_config(options.no_sample)
         activities = await build_activities(
             config, options.workspace, workspace_id=call.workspace_id
@@ -108,7 +114,37 @@ async def run_call(options: CallOptions) -> ToolResult:
             worker = new_worker(client, activities, workspace_id=call.workspace_id)
             # Ctrl-C here: leaving ``maintenance`` kills rg, and the server goes with us.
             async with maintenance(activities), worker:
-                return await _execute(client, call, cancel_on_interrupt=False)
+                return await _execute(client, call)
+
+
+async def _one_off(client: Client, call: CallInput) -> ToolResult:
+    """The call as one standalone activity (``FsSearchClient``; on a server without them,
+    its one-call workflow). Ctrl-C cancels it and waits until rg is gone."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from fs_search.workflows.one_off import FsSearchClient
+
+    searches = FsSearchClient(
+        client,
+        call.workspace_id,
+        host=call.host,
+        cwd=call.cwd,
+        spill=call.spill,
+        timeout_ms=call.timeout_ms,
+        cancel_wait=CANCEL_WAIT,
+    )
+    try:
+        return await searches.call(call.tool, call.arguments)
+    except asyncio.CancelledError:
+        # Ctrl-C (asyncio.run cancels this task): FsSearchClient has cancelled the call
+        # and waited for it to close.
+        kind = "activity" if searches.standalone else "workflow"
+        print(f"fs-search: interrupted; {kind} {searches.last_id} cancelled", file=sys.stderr)
+        raise
+    except RPCError as e:
+        if e.status == RPCStatusCode.UNAVAILABLE:
+            raise TemporalUnreachable(str(e)) from e
+        raise
 
 
 def _announce(root: str, workspace_id: str) -> None:
@@ -127,7 +163,7 @@ def _announce(root: str, workspace_id: str) -> None:
     )
 
 
-async def _execute(client: Client, call: CallInput, *, cancel_on_interrupt: bool) -> ToolResult:
+async def _execute(client: Client, call: CallInput) -> ToolResult:
     # The CLI's own workflow runs in this process, on a private queue.
     queue = f"fs-search-cli/{uuid.uuid4()}"
     arguments = call.arguments
@@ -140,12 +176,13 @@ async def _execute(client: Client, call: CallInput, *, cancel_on_interrupt: bool
     async with Worker(client, task_queue=queue, workflows=[FsSearchCallWorkflow]):
         try:
             handle = await client.start_workflow(
-                FsSearchCallWorkflow.run,
+                CALL_WORKFLOW,
                 call,
                 id=f"fs-search-cli-{uuid.uuid4()}",
                 task_queue=queue,
                 static_summary=f"fs-search {text}",
                 execution_timeout=execution_timeout(call),
+                result_type=ToolResult,
             )
         except RuntimeError as e:
             if "connect" in str(e).lower() or "transport" in str(e).lower():
@@ -153,42 +190,9 @@ async def _execute(client: Client, call: CallInput, *, cancel_on_interrupt: bool
             raise
         try:
             return await handle.result()
-        except asyncio.CancelledError:
-            # Ctrl-C (asyncio.run cancels this task): the search runs on a worker elsewhere,
-            # so stop it there before leaving. This process's worker runs the workflow's
-            # cancellation, hence the wait inside ``async with Worker``.
-            if cancel_on_interrupt:
-                await _cancel(handle)
-            raise
         except WorkflowFailureError as e:
             # Not a tool error (those are results): the workflow itself failed or timed out.
             cause = e.cause.message if isinstance(e.cause, FailureError) else str(e)
             return ToolResult.failure(
                 ErrorCode.SEARCH_FAILED, f"the call's workflow {handle.id} failed: {cause}"
             )
-
-
-async def _cancel(handle: WorkflowHandle[Any, ToolResult]) -> None:
-    """Cancel the call's workflow and wait (at most CANCEL_WAIT) until it has closed: it
-    waits for its activity's cancellation, so then rg is gone."""
-
-    async def cancel_and_wait() -> None:
-        await handle.cancel()
-        with contextlib.suppress(WorkflowFailureError):
-            await handle.result()
-
-    try:
-        await asyncio.wait_for(cancel_and_wait(), CANCEL_WAIT.total_seconds())
-    except TimeoutError:
-        print(
-            f"fs-search: interrupted; workflow {handle.id} was asked to cancel and had not "
-            f"closed after {CANCEL_WAIT.total_seconds():.0f} s",
-            file=sys.stderr,
-        )
-    except Exception as e:  # noqa: BLE001 - report and leave: the user asked to stop
-        print(
-            f"fs-search: interrupted; cancelling workflow {handle.id} failed: {e}",
-            file=sys.stderr,
-        )
-    else:
-        print(f"fs-search: interrupted; workflow {handle.id} cancelled", file=sys.stderr)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import sys
@@ -104,11 +105,14 @@ async def _worker(args: argparse.Namespace) -> int:
     from fs_search.worker.fleet import serve_root
     from fs_search.worker.otel_setup import telemetry_from_env
     from fs_search.worker.queue_owner import HOST_ID_ENV, host_id_from_env
+    from fs_search.worker.service_handler import serving_service
     from fs_search.workflows.plugin import FsSearchPlugin
 
     overrides: dict[str, object] = {"sample_over_cap_glob_results": args.sample}
     if args.queues:
         overrides["queues"] = args.queues
+    if args.nexus_queue:
+        overrides["nexus_queue"] = args.nexus_queue
     config = FsSearchConfig.load(overrides=overrides)
     problem = _worker_args_problem(args)
     if problem:
@@ -118,7 +122,7 @@ async def _worker(args: argparse.Namespace) -> int:
         lambda name: args.host_id if name == HOST_ID_ENV and args.host_id else os.environ.get(name)
     )
     telemetry = telemetry_from_env()
-    async with telemetry.running():
+    async with telemetry.running(), contextlib.AsyncExitStack() as serving:
         services = await build_services(config)
         client = await connect(
             address=args.address,
@@ -126,6 +130,11 @@ async def _worker(args: argparse.Namespace) -> int:
             profile=args.profile,
             plugins=[FsSearchPlugin(external_storage=services.storage)],
             runtime=telemetry.runtime,
+        )
+        # The Nexus handler (--nexus-queue) runs beside any mode: it starts each call's
+        # activity on the workspace's (or host's) queue, whoever serves it.
+        await serving.enter_async_context(
+            serving_service(client, config.nexus_queue, cap_ms=config.timeout_ms)
         )
         if args.workspaces_root:
             # No --scan-interval: the fleet's own default.

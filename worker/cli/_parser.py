@@ -52,6 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--host-id",
         help="this host's id (default: FS_SEARCH_HOST_ID, then the host name)",
     )
+    w.add_argument(
+        "--nexus-queue",
+        metavar="QUEUE",
+        help="also serve the fs_search Nexus service on QUEUE, an endpoint's target, for "
+        "callers in other namespaces (default: FS_SEARCH_NEXUS_QUEUE; none)",
+    )
     connection_args(w, fallback=", then localhost:7233")
     env_file_arg(w)
     mode = w.add_mutually_exclusive_group()

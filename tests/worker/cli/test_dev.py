@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -10,6 +11,7 @@ import socket
 import subprocess
 import time
 import urllib.request
+import uuid
 from pathlib import Path
 
 import pytest
@@ -84,12 +86,42 @@ def test_dev_stack_serves_searches_with_s3_spills_and_stops_on_ctrl_c(tmp_path: 
         page = cli("spill", "read", locator, "--offset", "295", env=exports)
         assert page.returncode == 0, page.stderr
         assert "Line 300: hit 299" in page.stdout
+
+        # Callbacks are on and the endpoint fs-search reaches the worker's Nexus handler.
+        assert "Nexus:        endpoint fs-search -> namespace default" in text
+        nexus = asyncio.run(_grep_through_the_endpoint(exports["TEMPORAL_ADDRESS"], "dev-test"))
+        assert nexus.startswith("many.txt:\n  Line 1: hit 0"), nexus
     finally:
         proc.send_signal(signal.SIGINT)
         code = proc.wait(timeout=60)
     assert code == 0
     assert not _port_open(exports["TEMPORAL_ADDRESS"])
     assert not _port_open(exports["FS_SEARCH_S3_ENDPOINT_URL"].removeprefix("http://"))
+
+
+async def _grep_through_the_endpoint(address: str, workspace_id: str) -> str:
+    """A workflow calling grep through the endpoint fs-search: the text it read."""
+    from temporalio.client import Client
+    from temporalio.worker import Worker
+
+    from fs_search.workflows.plugin import FsSearchPlugin
+    from tests.workflows_under_test import Calls, CallsWorkflow, Options
+
+    client = await Client.connect(
+        address, plugins=[FsSearchPlugin(external_storage=False, getenv=lambda _: None)]
+    )
+    queue = f"wf-{uuid.uuid4()}"
+    async with Worker(client, task_queue=queue, workflows=[CallsWorkflow]):
+        (result,) = await client.execute_workflow(
+            CallsWorkflow.run,
+            Calls(
+                options=Options(workspace_id=workspace_id, endpoint="fs-search"),
+                calls=[("grep", {"pattern": "hit"})],
+            ),
+            id=f"wf-{uuid.uuid4()}",
+            task_queue=queue,
+        )
+    return result.text
 
 
 def test_usual_port_when_free_else_a_free_one_said_so():

@@ -148,12 +148,16 @@ def test_worker_refuses_invalid_settings(ws):
 
 
 async def test_address_mode_against_a_running_worker(dev_env, ws, tmp_path):
-    """Address mode schedules the call on fs-search/<id> of a separately running worker."""
+    """Address mode runs the call on fs-search/<id> of a separately running worker as a
+    one-off call: one standalone activity each, no workflow started."""
+    from datetime import UTC, datetime
+
     address = dev_env.client.service_client.config.target_host
     wsid = f"cli-{uuid.uuid4()}"
     worker = WorkerProcess(
         ws, address, wsid, env={"FS_SEARCH_SPILL_URL": f"file://{tmp_path}/spill"}
     )
+    since = datetime.now(UTC).isoformat().replace("+00:00", "Z")
     try:
         p = cli("grep", "TODO", "--path", "src", "--address", address, "--workspace-id", wsid)
         assert p.returncode == 0, p.stderr
@@ -162,6 +166,37 @@ async def test_address_mode_against_a_running_worker(dev_env, ws, tmp_path):
         assert json.loads(p.stdout)["result"]["paths"] == ["notes.md"]
     finally:
         assert worker.terminate(timeout=20) == 0
+    started = await dev_env.client.count_workflows(f"StartTime >= '{since}'")
+    assert started.count == 0
+    activities = [
+        a async for a in dev_env.client.list_activities(f"TaskQueue = 'fs-search/{wsid}'")
+    ]
+    assert sorted(a.activity_type for a in activities) == ["fs_search.glob", "fs_search.grep"]
+
+
+async def test_address_mode_falls_back_to_the_one_call_workflow_and_says_so(ws, tmp_path):
+    """A server without standalone activities: the call runs through fs_search.Call, same
+    output, and stderr says so in one line."""
+    from fs_search.worker.devstack import DevServer
+
+    server = await DevServer(dynamic_config=["activity.enableStandalone=false"]).start()
+    try:
+        wsid = f"cli-{uuid.uuid4()}"
+        worker = WorkerProcess(
+            ws, server.address, wsid, env={"FS_SEARCH_SPILL_URL": f"file://{tmp_path}/spill"}
+        )
+        try:
+            p = cli(
+                "grep", "TODO", "--path", "src", "--address", server.address, "--workspace-id", wsid
+            )
+        finally:
+            assert worker.terminate(timeout=20) == 0
+    finally:
+        server.stop()
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("src/a.py:\n  Line 2: # TODO one")
+    said = [line for line in p.stderr.splitlines() if "standalone activities" in line]
+    assert len(said) == 1 and "fs_search.Call" in said[0], p.stderr
 
 
 def test_module_entry_point():
@@ -296,9 +331,10 @@ async def test_unknown_namespace_is_one_line(dev_env):
     ]
 
 
-async def test_ctrl_c_in_address_mode_cancels_the_workflow_and_rg(dev_env, tmp_path):
-    """SIGINT: the CLI cancels its fs_search.Call workflow, waits for rg to die, exits 130."""
-    from temporalio.client import WorkflowExecutionStatus
+async def test_ctrl_c_in_address_mode_cancels_the_activity_and_rg(dev_env, tmp_path):
+    """SIGINT: the CLI cancels its one-off call's standalone activity, waits for rg to die,
+    exits 130; the activity reads Canceled and had a deadline (never left pending)."""
+    from temporalio.client import ActivityExecutionStatus
 
     from tests.helpers import sparse_file
     from tests.procs import alive, wait_until
@@ -333,12 +369,11 @@ async def test_ctrl_c_in_address_mode_cancels_the_workflow_and_rg(dev_env, tmp_p
         assert took < 5 + 3, took  # the CLI waits at most 5 s (margin: a loaded machine)
         assert "Traceback" not in err and out == ""
         wait_until(lambda: not alive(rgs), timeout=2)
-        workflow_id = re.search(r"workflow (fs-search-cli-[0-9a-f-]+) cancelled", err)
-        assert workflow_id, err
-        desc = await dev_env.client.get_workflow_handle(workflow_id[1]).describe()
-        assert desc.status == WorkflowExecutionStatus.CANCELED
-        # Never left Running, whoever stops waiting for it: it has an execution timeout.
-        timeout = desc.raw_description.execution_config.workflow_execution_timeout
-        assert 0 < timeout.ToSeconds() <= 10 * 60
+        activity_id = re.search(r"activity (fs-search-grep-[0-9a-f-]+) cancelled", err)
+        assert activity_id, err
+        desc = await dev_env.client.get_activity_handle(activity_id[1]).describe()
+        assert desc.status == ActivityExecutionStatus.CANCELED
+        assert desc.schedule_to_close_timeout is not None
+        assert 0 < desc.schedule_to_close_timeout.total_seconds() <= 10 * 60
     finally:
         assert worker.terminate(timeout=20) == 0
