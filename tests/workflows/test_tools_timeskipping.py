@@ -257,3 +257,18 @@ async def test_a_host_routed_call_runs_real_activities_in_time_skipping(ts_env, 
     assert other.error.code == ErrorCode.SEARCH_FAILED
     assert "'elsewhere'" in other.text and repr(host) in other.text
     assert catalogue.available and catalogue.workspace_id == wsid
+
+
+async def test_no_heartbeat_capability_warning_on_the_test_server(capfd):
+    """Workers on time_skipping_env() do not print Core's "Temporal Server 1.16.0 or newer
+    is required" warning (the test server does not advertise that capability; see
+    worker/testing.py)."""
+    from fs_search.worker.testing import time_skipping_env
+
+    async with time_skipping_env() as env:
+        async with Worker(
+            env.client, task_queue=f"q-{uuid.uuid4()}", activities=canned_activities()
+        ):
+            await asyncio.sleep(0.5)
+    out, err = capfd.readouterr()
+    assert "1.16.0 or newer" not in out + err

@@ -7,9 +7,13 @@ import asyncio
 import logging
 import os
 import shlex
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Coroutine, Sequence
 from datetime import timedelta
+from types import FrameType
+from typing import Any
 
 from fs_search.activities.config import (
     S3_ENDPOINT_URL_ENV,
@@ -31,6 +35,10 @@ from fs_search.worker.processes import PortTaken
 from fs_search.worker.queue_owner import QueueTaken
 
 EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130
+# How long a one-off call may take to leave after Ctrl-C, whatever is still shutting down:
+# stopping the search takes at most 5 s of it (the call's workflow closing, rg killed).
+INTERRUPT_EXIT_S = 7.0
 
 
 class UsageError(ValueError):
@@ -72,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if (args.pattern is None) == (args.regexp is None):
                     usage.error("give the pattern once: as PATTERN or with -e/--regexp")
                 args.pattern = args.regexp if args.pattern is None else args.pattern
-            return asyncio.run(_call(args))
+            return asyncio.run(_bounded_on_interrupt(_call(args)))
         if args.command == "spill":
             return asyncio.run(_spill_read(args))
         if args.command == "dev":
@@ -115,9 +123,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return EXIT_USAGE
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     parser.error(f"unknown command {args.command}")
     return EXIT_USAGE
+
+
+async def _bounded_on_interrupt(call: Coroutine[Any, Any, int]) -> int:
+    """Run ``call`` so that Ctrl-C always ends the process within INTERRUPT_EXIT_S.
+
+    asyncio cancels the call on SIGINT, and the call stops its search (the embedded worker
+    kills rg; in address mode the call is cancelled and waited for, at most 5 s). What
+    follows (a worker's and a connection's shutdown) waits on a server that, when loaded,
+    may answer late: past the bound the process leaves anyway, with exit 130.
+    """
+    interrupted = signal.getsignal(signal.SIGINT)  # asyncio's: cancels this task
+
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        timer = threading.Timer(INTERRUPT_EXIT_S, _leave_interrupted)
+        timer.daemon = True
+        timer.start()
+        if callable(interrupted):
+            interrupted(signum, frame)
+
+    signal.signal(signal.SIGINT, on_sigint)
+    return await call
+
+
+def _leave_interrupted() -> None:
+    print(
+        f"fs-search: interrupted; left after {INTERRUPT_EXIT_S:g} s without waiting for the "
+        "connection to close",
+        file=sys.stderr,
+        flush=True,
+    )
+    sys.stdout.flush()
+    os._exit(EXIT_INTERRUPTED)
 
 
 async def _worker(args: argparse.Namespace) -> int:

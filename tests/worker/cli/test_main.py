@@ -425,3 +425,47 @@ async def test_ctrl_c_in_address_mode_cancels_the_workflow_and_rg(dev_env, tmp_p
         assert 0 < timeout.ToSeconds() <= 10 * 60
     finally:
         assert worker.terminate(timeout=20) == 0
+
+
+STUCK_AFTER_CTRL_C = """
+import asyncio, sys
+from fs_search.worker.cli._main import EXIT_INTERRUPTED, _bounded_on_interrupt
+
+async def call():
+    print("ready", flush=True)
+    try:
+        await asyncio.sleep(60)
+    except asyncio.CancelledError:
+        await asyncio.sleep(60)  # a shutdown that waits on a server that does not answer
+    return 0
+
+try:
+    sys.exit(asyncio.run(_bounded_on_interrupt(call())))
+except KeyboardInterrupt:
+    sys.exit(EXIT_INTERRUPTED)
+"""
+
+
+def test_ctrl_c_leaves_within_its_bound_whatever_is_still_shutting_down():
+    """A one-off call whose shutdown hangs after Ctrl-C still exits 130 within the bound."""
+    from fs_search.worker.cli._main import INTERRUPT_EXIT_S
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", STUCK_AFTER_CTRL_C],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        proc.send_signal(signal.SIGINT)
+        start = time.monotonic()
+        _, err = proc.communicate(timeout=40)
+        took = time.monotonic() - start
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert INTERRUPT_EXIT_S <= took < INTERRUPT_EXIT_S + 10, took
+    assert err.strip().splitlines()[-1].startswith("fs-search: interrupted; left after 7 s")
