@@ -412,3 +412,27 @@ def test_ci_runs_readmes_test_command():
         at = next(i for i in range(at, len(ci)) if step in ci[i].split(" && ") or step == ci[i])
     assert ci[at] == steps[-1], "README's test command is not .ci/run's"
     assert shlex.split(steps[-1])[-2:] == ["-m", "pytest"]
+
+
+def test_the_cli_page_names_every_command_and_option():
+    """docs/cli.md's synopsis names every subcommand and every option the parser has."""
+    import argparse
+
+    from fs_search.worker.cli import build_parser
+
+    text = (DOCS / "cli.md").read_text(encoding="utf-8")
+    missing = []
+
+    def walk(parser: argparse.ArgumentParser, command: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub, subparser in action.choices.items():
+                    if f"fs-search {command}{sub}".replace("  ", " ") not in text:
+                        missing.append(f"{command}{sub}")
+                    walk(subparser, f"{command}{sub} ")
+            for option in action.option_strings:
+                if option.startswith("--") and option != "--help" and option not in text:
+                    missing.append(f"{command}{option}")
+
+    walk(build_parser(), "")
+    assert missing == []
