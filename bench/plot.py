@@ -19,7 +19,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 NUMBER = r"(\d+(?:\.\d+)?)"
-WIDTH, LABEL_W, ROW_H, TOP, SCALE_MAX = 820, 360, 30, 52, 1.25
+LABEL_W, BARS_W, NOTE_W, ROW_H, TOP, SCALE_MAX = 170, 420, 300, 30, 56, 1.25
+WIDTH = LABEL_W + BARS_W + NOTE_W
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,8 @@ def bar(cells: list[str]) -> Bar:
 def svg(bars: list[Bar], title: str) -> str:
     """The chart: one horizontal bar per row, the target at 1.0."""
     height = TOP + ROW_H * len(bars) + 40
-    span = WIDTH - LABEL_W - 20
+    span = BARS_W - 20
+    note_x = LABEL_W + BARS_W + 10
 
     def x(fraction: float) -> float:
         return LABEL_W + span * min(fraction, SCALE_MAX) / SCALE_MAX
@@ -94,8 +96,8 @@ def svg(bars: list[Bar], title: str) -> str:
             f'height="{ROW_H - 10}" fill="{colour}"/>'
         )
         out.append(
-            f'<text x="{x(b.fraction) + 6:.1f}" y="{y + 19}" fill="#333">'
-            f"{b.fraction:.2f} · {escape(b.note)}</text>"
+            f'<text x="{note_x}" y="{y + 19}" fill="#333">'
+            f"{b.fraction:.2f} of target · {escape(b.note)}</text>"
         )
     bottom = TOP + ROW_H * len(bars)
     out.append(
