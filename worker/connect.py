@@ -128,6 +128,8 @@ async def connect(
         async with asyncio.timeout(timeout.total_seconds()):
             client = await Client.connect(**config, plugins=list(plugins), runtime=runtime)
             await _check_namespace(client, target)
+    except (TemporalSettingsError, TemporalUnreachable):
+        raise  # the namespace check's own, already in words
     except TimeoutError as e:
         raise TemporalUnreachable(
             f"{failed}: no answer within {timeout.total_seconds():g} s (--connect-timeout)"
