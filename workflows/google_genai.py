@@ -28,7 +28,7 @@ model is not called again.
 When no worker answered the catalogue the tools are offered anyway (glob and grep as a
 worker describes them by default) and each call reads ``Error:`` text naming the workspace.
 
-Needs the ``google-genai`` extra (``pip install "fs-search[google-genai]"``).
+Needs the ``google-genai`` extra (``pip install "fs-search-temporal[google-genai]"``).
 """
 
 from __future__ import annotations

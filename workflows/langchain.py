@@ -29,7 +29,7 @@ again.
 When no worker answered the catalogue the tools are offered anyway (glob and grep as a worker
 describes them by default) and each call reads ``Error:`` text naming the workspace.
 
-Needs the ``langgraph`` extra (``pip install "fs-search[langgraph]"``).
+Needs the ``langgraph`` extra (``pip install "fs-search-temporal[langgraph]"``).
 """
 
 from __future__ import annotations

@@ -16,16 +16,25 @@ polled for that long (an unknown workspace, a worker stopped a while ago) is mis
 first check. ``DescribeTaskQueue`` is rate-limited process-wide and its answer for a queue
 reused for :data:`CACHE_S`, so many calls waiting on one dead queue cost one call to the
 server every few seconds, not one per call.
+
+Temporal's time-skipping test server has no ``DescribeTaskQueue``. Its workers, in a test,
+run in the test's own process: :func:`fs_search.worker.testing.time_skipping_env` registers
+its server here (:func:`pollers_here`) and counts the queues its workers poll
+(:func:`polling_here`), and that count answers instead.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pydantic import BaseModel
 from temporalio import activity
 from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 
 from fs_search.workflows.task_queues import DESCRIBES, list_pollers, poll_ages
 
@@ -51,6 +60,51 @@ class _Cached:
 
 
 _CACHE: dict[tuple[str, str], _Cached] = {}
+# (server, namespace) -> how many of this process's workers poll each activity queue there,
+# for servers registered by ``pollers_here``.
+_HERE: dict[tuple[str, str], Counter[str]] = {}
+
+
+@contextlib.contextmanager
+def pollers_here(server: str, namespace: str) -> Iterator[None]:
+    """While open, queue checks on ``server`` that cannot ask it (no ``DescribeTaskQueue``)
+    are answered by the workers of this process (counted by :func:`polling_here`)."""
+    key = (server, namespace)
+    _HERE[key] = Counter()
+    try:
+        yield
+    finally:
+        _HERE.pop(key, None)
+
+
+@contextlib.contextmanager
+def polling_here(server: str, namespace: str, queue: str) -> Iterator[None]:
+    """A worker of this process polls the activity queue ``queue`` while open."""
+    counts = _HERE.get((server, namespace))
+    if counts is None:
+        yield
+        return
+    counts[queue] += 1
+    try:
+        yield
+    finally:
+        counts[queue] -= 1
+
+
+def _answered_here(key: tuple[str, str], queue: str, error: Exception) -> QueueLiveness | None:
+    """The answer of this process's workers, for a registered server that cannot list
+    pollers; None otherwise."""
+    counts = _HERE.get(key)
+    unlisted = isinstance(error, RPCError) and error.status == RPCStatusCode.UNIMPLEMENTED
+    if counts is None or not unlisted:
+        return None
+    if counts[queue] > 0:
+        return QueueLiveness(queue=queue, polled=True, detail="a worker of this process polls it")
+    return QueueLiveness(
+        queue=queue,
+        polled=False,
+        detail="no worker of this test process polls it; the test server lists no pollers",
+    )
 
 
 @activity.defn(name=QUEUE_LIVENESS_ACTIVITY)
@@ -71,6 +125,10 @@ async def liveness_of(client: Client, queue: str) -> QueueLiveness:
     try:
         pollers = await list_pollers(client, queue)
     except Exception as e:  # noqa: BLE001 - any failure: not known
+        server = (client.service_client.config.target_host, client.namespace)
+        here = _answered_here(server, queue, e)
+        if here is not None:
+            return here
         return QueueLiveness(queue=queue, polled=None, detail=f"{type(e).__name__}: {e}")
     ages = poll_ages(pollers, time.time())
     live = [age for age in ages if age <= LIVE_S]

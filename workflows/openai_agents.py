@@ -23,7 +23,7 @@ call it cancels: the workflow closes as cancelled in the task that requests the 
 cancellation, and the worker kills rg when its next heartbeat learns of it (within the
 heartbeat timeout).
 
-Needs the ``openai-agents`` extra (``pip install "fs-search[openai-agents]"``).
+Needs the ``openai-agents`` extra (``pip install "fs-search-temporal[openai-agents]"``).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ Because no tool of the set is an activity of the agent's, it may be passed per r
 nothing for it: the agent's own registrations (``PydanticAIPlugin`` with
 ``__pydantic_ai_agents__``, or ``AgentPlugin(agent)``) and FsSearchPlugin on the client.
 
-Needs the ``pydantic-ai`` extra (``pip install "fs-search[pydantic-ai]"``).
+Needs the ``pydantic-ai`` extra (``pip install "fs-search-temporal[pydantic-ai]"``).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ to the workspace and spilled when over the cap.
 When no worker answered the catalogue the tools are offered anyway (glob and grep as a worker
 describes them by default) and each call reads ``Error:`` text naming the workspace.
 
-Needs the ``strands`` extra (``pip install "fs-search[strands]"``).
+Needs the ``strands`` extra (``pip install "fs-search-temporal[strands]"``).
 """
 
 from __future__ import annotations

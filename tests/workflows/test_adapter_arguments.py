@@ -3,7 +3,8 @@
 Property tests over JSON values and JSON text (see ``argument_strategies``), with no Temporal:
 the searches are canned below ``FsSearchTools.call``, so ``call`` and the argument models'
 checks run for real. The tests through a real workflow are in test_openai_agents.py and
-test_pydantic_ai.py (``test_any_arguments_are_error_text_and_the_run_goes_on``).
+test_pydantic_ai.py (``test_any_arguments_are_error_text_and_the_run_goes_on``). Google ADK's
+is in test_google_adk.py (that extra is tested in an environment of its own).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
 from fs_search.activities.contract import ErrorCode, ToolResult
-from fs_search.workflows import google_adk, langchain, openai_agents, pydantic_ai, strands
+from fs_search.workflows import langchain, openai_agents, pydantic_ai, strands
 from fs_search.workflows.tools import parse_arguments
 from tests.workflows.argument_strategies import any_objects, arguments, dump, json_texts, nested
 from tests.workflows.canned import CannedTools, catalogue
@@ -108,17 +109,6 @@ def test_openai_agents_invoker_answers_any_text(run, tool, text):
         t for t in openai_agents.function_tools(CannedTools("ws"), CATALOGUE) if t.name == tool
     ]
     assert_model_text(run(invoke.on_invoke_tool(None, text)), tool)  # type: ignore[arg-type]
-
-
-@PROPERTY
-@given(tool=st.sampled_from(TOOLS), args=any_objects | st.none())
-def test_google_adk_tool_answers_any_arguments(run, tool, args):
-    """An ADK tool is handed the model's function-call arguments as they came (an object,
-    or None): it answers with text, never raising."""
-    [adk_tool] = [
-        t for t in google_adk.function_tools(CannedTools("ws"), CATALOGUE) if t.name == tool
-    ]
-    assert_model_text(run(adk_tool.run_async(args=args, tool_context=None)), tool)  # type: ignore[arg-type]
 
 
 @PROPERTY

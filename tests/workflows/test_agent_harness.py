@@ -261,7 +261,7 @@ def test_a_missing_harness_names_the_extra_to_install():
     name, message = p.stdout.strip().split("\n", 1)
     assert name.startswith("temporal_agent_harness")
     assert message.startswith("fs_search.workflows.agent_harness needs the agent-harness extra")
-    assert 'pip install "fs-search[agent-harness]"' in message
+    assert 'pip install "fs-search-temporal[agent-harness]"' in message
 
 
 async def test_the_same_turn_through_the_pydantic_ai_adapter(

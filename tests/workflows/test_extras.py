@@ -34,7 +34,7 @@ else:
 )
 def test_a_missing_framework_names_the_extra_to_install(adapter, module, extra):
     """The ImportError (a ModuleNotFoundError naming the missing module, so handlers of
-    either still catch it) says ``pip install "fs-search[<extra>]"``."""
+    either still catch it) says ``pip install "fs-search-temporal[<extra>]"``."""
     p = subprocess.run(
         [sys.executable, "-c", MISSING.format(module=module, adapter=adapter)],
         capture_output=True,
@@ -44,13 +44,16 @@ def test_a_missing_framework_names_the_extra_to_install(adapter, module, extra):
     assert p.returncode == 0, p.stderr
     kind, message = p.stdout.strip().split("\n", 1)
     assert kind == f"ModuleNotFoundError True {module}"
-    assert f'pip install "fs-search[{extra}]"' in message
+    assert f'pip install "fs-search-temporal[{extra}]"' in message
     assert message.startswith(f"{adapter} needs the {extra} extra"), message
 
 
 def test_the_extras_named_are_pyprojects():
-    """The extras the messages name exist in the installed distribution's metadata."""
+    """The distribution and extras the messages name are the installed ones (pyproject's)."""
     from importlib.metadata import metadata
 
-    extras = metadata("fs-search").get_all("Provides-Extra") or []
+    from fs_search.activities.config import DISTRIBUTION
+
+    assert metadata(DISTRIBUTION)["Name"] == DISTRIBUTION == "fs-search-temporal"
+    extras = metadata(DISTRIBUTION).get_all("Provides-Extra") or []
     assert {"openai-agents", "pydantic-ai", "google-adk", "strands", "langgraph"} <= set(extras)

@@ -240,7 +240,7 @@ def test_a_missing_extra_names_the_pip_install():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert p.stdout.startswith("google.genai | fs_search.workflows.google_genai needs the")
-    assert 'pip install "fs-search[google-genai]"' in p.stdout
+    assert 'pip install "fs-search-temporal[google-genai]"' in p.stdout
 
 
 def test_the_core_import_does_not_need_the_extra():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from pathlib import Path
 
@@ -39,16 +41,46 @@ async def _calls(env, queue: str, options: Options, calls):
 
 
 async def test_schedule_to_start_without_worker_names_the_workspace(ts_env):
-    """No worker on the workspace queue: SEARCH_FAILED naming the workspace, in skipped time."""
+    """No worker on the workspace queue: SEARCH_FAILED "no fs-search worker is serving
+    workspace", as against a real server (the test server cannot list pollers: the
+    workers of this process answer), after schedule-to-start in real time."""
     wsid, queue = _ids()
+    started = time.monotonic()
     [result] = await _calls(
         ts_env,
         queue,
-        Options(workspace_id=wsid, schedule_to_start_ms=2000),
+        Options(workspace_id=wsid, schedule_to_start_ms=1000),
         [("grep", {"pattern": "x"})],
     )
     assert result.is_error and result.error.code == ErrorCode.SEARCH_FAILED
-    assert wsid in result.text and task_queue_for(wsid) in result.text
+    assert result.text.startswith(
+        f"Error: no fs-search worker is serving workspace '{wsid}': nothing polls its task "
+        f"queue '{task_queue_for(wsid)}' (no worker of this test process polls it"
+    ), result.text
+    # The test server skips no time while the call waits to be picked up: it is real time.
+    assert time.monotonic() - started >= 1.0
+
+
+async def test_a_worker_of_this_process_counts_as_serving(ts_env):
+    """A worker of this process on the queue is seen as serving it (live), and one that
+    has stopped no longer is (the answer the test server cannot give)."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from fs_search.workflows.liveness import _answered_here
+
+    wsid, _ = _ids()
+    key = (ts_env.client.service_client.config.target_host, ts_env.client.namespace)
+    unimplemented = RPCError("unimplemented", RPCStatusCode.UNIMPLEMENTED, b"")
+    worker = Worker(ts_env.client, task_queue=task_queue_for(wsid), activities=canned_activities())
+    async with worker:
+        await asyncio.sleep(0.2)  # the worker's run starts in a task of its own
+        here = _answered_here(key, task_queue_for(wsid), unimplemented)
+        assert here is not None and here.polled is True
+    here = _answered_here(key, task_queue_for(wsid), unimplemented)
+    assert here is not None and here.polled is False
+    # Any other failure of the check, or a server nobody registered, stays unknown.
+    assert _answered_here(key, task_queue_for(wsid), RuntimeError("boom")) is None
+    assert _answered_here(("elsewhere:1", "default"), task_queue_for(wsid), unimplemented) is None
 
 
 async def test_heartbeat_timeout_becomes_search_aborted(ts_env):
@@ -225,3 +257,18 @@ async def test_a_host_routed_call_runs_real_activities_in_time_skipping(ts_env, 
     assert other.error.code == ErrorCode.SEARCH_FAILED
     assert "'elsewhere'" in other.text and repr(host) in other.text
     assert catalogue.available and catalogue.workspace_id == wsid
+
+
+async def test_no_heartbeat_capability_warning_on_the_test_server(capfd):
+    """Workers on time_skipping_env() do not print Core's "Temporal Server 1.16.0 or newer
+    is required" warning (the test server does not advertise that capability; see
+    worker/testing.py)."""
+    from fs_search.worker.testing import time_skipping_env
+
+    async with time_skipping_env() as env:
+        async with Worker(
+            env.client, task_queue=f"q-{uuid.uuid4()}", activities=canned_activities()
+        ):
+            await asyncio.sleep(0.5)
+    out, err = capfd.readouterr()
+    assert "1.16.0 or newer" not in out + err

@@ -14,14 +14,16 @@ from pathlib import Path
 import aioboto3
 
 from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.contract import task_queue_for
+from fs_search.activities.contract import host_queue_for, task_queue_for
 from fs_search.activities.storage import client_kwargs
-from fs_search.worker.app import build_activities, default_workspace_id, run_until_signalled
+from fs_search.worker.app import build_services, default_workspace_id, run_until_signalled
 from fs_search.worker.cli._env_file import EnvFileError, write_env_file
 from fs_search.worker.connect import TemporalUnreachable, connect
 from fs_search.worker.devstack import DevServer, SeaweedS3
+from fs_search.worker.fleet import serve_root
 from fs_search.worker.otel_setup import telemetry_from_env
 from fs_search.worker.processes import port_is_free, usual_port
+from fs_search.worker.queue_owner import host_id_from_env
 from fs_search.worker.service_handler import (
     CALLBACKS_DYNAMIC_CONFIG,
     create_endpoint,
@@ -55,18 +57,25 @@ async def run_dev(
     port: int | None = None,
     ui_port: int | None = None,
     env_file: Path | None = None,
+    workspaces_root: str | None = None,
+    queues: str | None = None,
+    host_id: str | None = None,
+    scan_interval: float | None = None,
 ) -> int:
     """Start Temporal (with UI), SeaweedFS S3 and a worker; print what a caller needs (and
     write it to ``env_file``); run until Ctrl-C / SIGTERM, then stop everything.
 
     Temporal listens on ``port`` and its UI on ``ui_port``; by default on Temporal's usual
     7233 and 8233 when they are free (else on free ports, said on stderr), so the
-    ``localhost:7233`` every example names reaches it.
+    ``localhost:7233`` every example names reaches it. The worker serves ``workspace``, or,
+    with ``workspaces_root``, every workspace under it as ``fs-search worker
+    --workspaces-root`` does (``queues``, ``host_id`` and ``scan_interval`` as there).
 
     Raises:
         PortTaken: ``port`` or ``ui_port`` was given and is in use.
     """
     workspace_id = workspace_id or default_workspace_id(workspace)
+    host_id = host_id or host_id_from_env()
     temporal = await _start_temporal(port, ui_port)
     s3 = SeaweedS3(data_dir)
     try:
@@ -76,20 +85,21 @@ async def run_dev(
         async with session.client("s3", **client_kwargs(s3.endpoint_url)) as client:
             await client.create_bucket(Bucket=DEV_BUCKET)
         spill_url = f"s3://{DEV_BUCKET}/spill"
-        config = FsSearchConfig.load(
-            overrides={
-                "sample_over_cap_glob_results": sample,
-                "spill_url": spill_url,
-                "s3_endpoint_url": s3.endpoint_url,
-            }
-        )
+        overrides: dict[str, object] = {
+            "sample_over_cap_glob_results": sample,
+            "spill_url": spill_url,
+            "s3_endpoint_url": s3.endpoint_url,
+        }
+        if queues:
+            overrides["queues"] = queues
+        config = FsSearchConfig.load(overrides=overrides)
         telemetry = telemetry_from_env()
         async with telemetry.running():
-            activities = await build_activities(config, workspace, workspace_id=workspace_id)
+            services = await build_services(config)
             temporal_client = await connect(
                 address=temporal.address,
                 namespace="default",
-                plugins=[FsSearchPlugin(external_storage=activities.storage)],
+                plugins=[FsSearchPlugin(external_storage=services.storage)],
                 runtime=telemetry.runtime,
             )
             env = {
@@ -108,8 +118,7 @@ async def run_dev(
                         raise EnvFileError(
                             f"--env-file {str(env_file)!r}: cannot be written ({e.strerror})"
                         ) from e
-                root = activities.workspace.root
-                print(_banner(temporal, s3, root, workspace_id, env, env_file), flush=True)
+                print(_banner(temporal, s3, serving, env, env_file, try_call), flush=True)
 
             await create_endpoint(
                 temporal_client,
@@ -118,8 +127,34 @@ async def run_dev(
                 target_queue=DEV_NEXUS_QUEUE,
             )
             async with serving_service(temporal_client, DEV_NEXUS_QUEUE, cap_ms=config.timeout_ms):
+                if workspaces_root:
+                    serving = _serving_root(workspaces_root, config.queues, host_id)
+                    try_call = "grep TODO --workspace-id <a directory's name>" + (
+                        f" --host {host_id}" if config.queues == "host" else ""
+                    )
+                    interval = {} if scan_interval is None else {"scan_interval": scan_interval}
+                    await serve_root(
+                        temporal_client,
+                        services,
+                        workspaces_root,
+                        host_id=host_id,
+                        queues=config.queues,
+                        on_ready=ready,
+                        **interval,
+                    )
+                    return 0
+                activities = services.activities_for(workspace, workspace_id)
+                serving = (
+                    f"  Workspace:    {activities.workspace.root}\n"
+                    f"  Workspace id: {workspace_id} (task queue {task_queue_for(workspace_id)})"
+                )
+                try_call = f"grep TODO --workspace-id {workspace_id}"
                 await run_until_signalled(
-                    temporal_client, activities, workspace_id=workspace_id, on_ready=ready
+                    temporal_client,
+                    activities,
+                    workspace_id=workspace_id,
+                    on_ready=ready,
+                    host_id=host_id,
                 )
     finally:
         s3.close()
@@ -167,13 +202,26 @@ def _env_file_lines(env_file: Path | None) -> str:
     )
 
 
+def _serving_root(root: str, queues: str, host_id: str) -> str:
+    """The banner's lines for a worker serving every workspace under ``root``."""
+    polled = {
+        "workspace": "fs-search/<name> for each",
+        "host": f"the host queue {host_queue_for(host_id)} for all",
+        "both": f"fs-search/<name> for each, and the host queue {host_queue_for(host_id)}",
+    }[queues]
+    return (
+        f"  Workspaces:   every directory under {os.path.realpath(root)} named by a valid id\n"
+        f"  Queues:       {polled} (host id {host_id})"
+    )
+
+
 def _banner(
     temporal: DevServer,
     s3: SeaweedS3,
-    workspace: str,
-    workspace_id: str,
+    serving: str,
     env: dict[str, str],
     env_file: Path | None,
+    try_call: str,
 ) -> str:
     exports = "\n".join(f"export {k}={v}" for k, v in env.items())
     return f"""fs-search dev is running (Ctrl-C stops everything)
@@ -181,8 +229,7 @@ def _banner(
   Temporal UI:  {temporal.ui_url}
   Temporal:     {temporal.address} (namespace default)
   S3:           {s3.endpoint_url} (bucket {DEV_BUCKET}, data in {s3.data_dir})
-  Workspace:    {workspace}
-  Workspace id: {workspace_id} (task queue {task_queue_for(workspace_id)})
+{serving}
   Nexus:        endpoint {DEFAULT_ENDPOINT} -> namespace default, task queue {DEV_NEXUS_QUEUE}
 
 Environment for callers (fs-search CLI, your workers and clients with FsSearchPlugin):
@@ -191,11 +238,11 @@ Environment for callers (fs-search CLI, your workers and clients with FsSearchPl
 
 {_env_file_lines(env_file)}
 
-Try:  {_try(temporal, workspace_id, env_file)}
+Try:  {_try(temporal, try_call, env_file)}
 """
 
 
-def _try(temporal: DevServer, workspace_id: str, env_file: Path | None) -> str:
+def _try(temporal: DevServer, call: str, env_file: Path | None) -> str:
     if env_file is None:
-        return f"fs-search grep TODO --address {temporal.address} --workspace-id {workspace_id}"
-    return f"fs-search --env-file {env_file} grep TODO --workspace-id {workspace_id}"
+        return f"fs-search {call} --address {temporal.address}"
+    return f"fs-search --env-file {env_file} {call}"

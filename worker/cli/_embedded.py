@@ -22,7 +22,7 @@ from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.contract import ErrorCode, ToolResult
 from fs_search.activities.storage import Storage, storage_for
 from fs_search.worker.app import build_activities, default_workspace_id, maintenance, new_worker
-from fs_search.worker.connect import TemporalUnreachable, connect
+from fs_search.worker.connect import DEFAULT_CONNECT_TIMEOUT, TemporalUnreachable, connect
 from fs_search.worker.devstack import DevServer
 from fs_search.worker.otel_setup import telemetry_from_env
 from fs_search.workflows.call import (
@@ -53,6 +53,7 @@ class CallOptions:
     namespace: str | None = None
     profile: str | None = None
     no_sample: bool = False
+    connect_timeout: timedelta = DEFAULT_CONNECT_TIMEOUT
 
 
 def embedded_config(no_sample: bool) -> FsSearchConfig:
@@ -103,6 +104,7 @@ async def run_call(options: CallOptions) -> ToolResult:
                 profile=options.profile,
                 plugins=[FsSearchPlugin(external_storage=storage_for(config))],
                 runtime=telemetry.runtime,
+                timeout=options.connect_timeout,
             )
             return await _one_off(client, call)
         config = embedded_config(options.no_sample)

@@ -7,10 +7,22 @@ import asyncio
 import contextlib
 import logging
 import os
+import shlex
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Coroutine, Sequence
+from datetime import timedelta
+from types import FrameType
+from typing import Any
 
-from fs_search.activities.config import ConfigError, FsSearchConfig, StorageSettings
+from fs_search.activities.config import (
+    S3_ENDPOINT_URL_ENV,
+    SPILL_URL_ENV,
+    ConfigError,
+    FsSearchConfig,
+    StorageSettings,
+)
 from fs_search.activities.contract import (
     ArgumentProblem,
     ReadSpillRequest,
@@ -24,6 +36,10 @@ from fs_search.worker.processes import PortTaken
 from fs_search.worker.queue_owner import QueueTaken
 
 EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130
+# How long a one-off call may take to leave after Ctrl-C, whatever is still shutting down:
+# stopping the search takes at most 5 s of it (the call's workflow closing, rg killed).
+INTERRUPT_EXIT_S = 7.0
 
 
 class UsageError(ValueError):
@@ -33,7 +49,15 @@ class UsageError(ValueError):
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``fs-search`` console script."""
     parser = build_parser()
-    args = parser.parse_args(attach_regexp(sys.argv[1:] if argv is None else list(argv)))
+    args, unknown = parser.parse_known_args(
+        attach_regexp(sys.argv[1:] if argv is None else list(argv))
+    )
+    # A mistake in a subcommand's arguments shows that subcommand's usage, not the top one's.
+    usage = getattr(args, "subparser", parser)
+    if unknown:
+        usage.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if getattr(args, "connect_timeout", 1) <= 0:
+        usage.error(f"--connect-timeout must be positive (got {args.connect_timeout:g})")
     level = logging.INFO if (args.verbose or args.command in ("worker", "dev")) else logging.WARNING
     logging.basicConfig(
         level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -46,18 +70,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_worker(args))
         if args.command in ("glob", "grep"):
             if args.address and not args.workspace_id:
-                parser.error("--address requires --workspace-id")
+                usage.error("--address requires --workspace-id")
             if args.host and not args.workspace_id:
-                parser.error("--host goes with --workspace-id (address mode)")
+                usage.error("--host goes with --workspace-id (address mode)")
             if args.workspace and args.workspace_id:
-                parser.error(
+                usage.error(
                     "--workspace (embedded mode) and --workspace-id (address mode) are exclusive"
                 )
             if args.command == "grep":
                 if (args.pattern is None) == (args.regexp is None):
-                    parser.error("give the pattern once: as PATTERN or with -e/--regexp")
+                    usage.error("give the pattern once: as PATTERN or with -e/--regexp")
                 args.pattern = args.regexp if args.pattern is None else args.pattern
-            return asyncio.run(_call(args))
+            return asyncio.run(_bounded_on_interrupt(_call(args)))
         if args.command == "spill":
             return asyncio.run(_spill_read(args))
         if args.command == "dev":
@@ -65,7 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             from fs_search.worker.cli._dev import run_dev
 
-            _require_directory("--workspace", args.workspace)
+            problem = _worker_args_problem(args)
+            if problem:
+                raise UsageError(problem)
             return asyncio.run(
                 run_dev(
                     args.workspace,
@@ -75,6 +101,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     port=args.port,
                     ui_port=args.ui_port,
                     env_file=Path(args.write_env_file) if args.write_env_file else None,
+                    workspaces_root=args.workspaces_root,
+                    queues=args.queues,
+                    host_id=args.host_id,
+                    scan_interval=args.scan_interval,
                 )
             )
     except (ConfigError, UsageError, EnvFileError, PortTaken) as e:
@@ -94,9 +124,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return EXIT_USAGE
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     parser.error(f"unknown command {args.command}")
     return EXIT_USAGE
+
+
+async def _bounded_on_interrupt(call: Coroutine[Any, Any, int]) -> int:
+    """Run ``call`` so that Ctrl-C always ends the process within INTERRUPT_EXIT_S.
+
+    asyncio cancels the call on SIGINT, and the call stops its search (the embedded worker
+    kills rg; in address mode the call is cancelled and waited for, at most 5 s). What
+    follows (a worker's and a connection's shutdown) waits on a server that, when loaded,
+    may answer late: past the bound the process leaves anyway, with exit 130.
+    """
+    interrupted = signal.getsignal(signal.SIGINT)  # asyncio's: cancels this task
+
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        timer = threading.Timer(INTERRUPT_EXIT_S, _leave_interrupted)
+        timer.daemon = True
+        timer.start()
+        if callable(interrupted):
+            interrupted(signum, frame)
+
+    signal.signal(signal.SIGINT, on_sigint)
+    return await call
+
+
+def _leave_interrupted() -> None:
+    print(
+        f"fs-search: interrupted; left after {INTERRUPT_EXIT_S:g} s without waiting for the "
+        "connection to close",
+        file=sys.stderr,
+        flush=True,
+    )
+    sys.stdout.flush()
+    os._exit(EXIT_INTERRUPTED)
 
 
 async def _worker(args: argparse.Namespace) -> int:
@@ -130,6 +192,7 @@ async def _worker(args: argparse.Namespace) -> int:
             profile=args.profile,
             plugins=[FsSearchPlugin(external_storage=services.storage)],
             runtime=telemetry.runtime,
+            timeout=timedelta(seconds=args.connect_timeout),
         )
         # The Nexus handler (--nexus-queue) runs beside any mode: it starts each call's
         # activity on the workspace's (or host's) queue, whoever serves it.
@@ -172,6 +235,8 @@ def _worker_args_problem(args: argparse.Namespace) -> str | None:
         return "--workspace-id goes with --workspace (under --workspaces-root ids are names)"
     if args.queues and args.queues != "workspace" and not args.workspaces_root:
         return "--queues host|both goes with --workspaces-root (a host queue serves many)"
+    if args.host_id and not args.workspaces_root and args.command == "dev":
+        return "--host-id goes with --workspaces-root"
     if args.scan_interval is not None and args.scan_interval <= 0:
         return f"--scan-interval must be positive (got {args.scan_interval})"
     return None
@@ -219,6 +284,7 @@ async def _call(args: argparse.Namespace) -> int:
         namespace=args.namespace,
         profile=args.profile,
         no_sample=getattr(args, "no_sample", False),
+        connect_timeout=timedelta(seconds=args.connect_timeout),
     )
     result = await run_call(options)
     _print(result, as_json=args.json)
@@ -237,11 +303,16 @@ async def _spill_read(args: argparse.Namespace) -> int:
     except ArgumentProblem as e:
         print(f"Error: {e}", file=sys.stderr)
         return EXIT_TOOL_ERROR
-    storage = storage_for(StorageSettings.load())
+    settings = StorageSettings.load()
+    unset = _store_unset_for(req.locator, settings)
+    if unset:
+        print(f"Error: {unset}", file=sys.stderr)
+        return EXIT_TOOL_ERROR
+    storage = storage_for(settings)
     try:
         page = await storage.artifacts.read(req.locator, offset=req.offset, limit=req.limit)
     except SearchError as e:
-        print(f"Error: {e.message}", file=sys.stderr)
+        print(f"Error: {e.message} ({_store_read(settings)})", file=sys.stderr)
         return EXIT_TOOL_ERROR
     finally:
         await storage.close()
@@ -249,11 +320,43 @@ async def _spill_read(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _store_read(settings: StorageSettings) -> str:
+    """Which store ``spill read`` reads, in words."""
+    if settings.spill_url:
+        return f"this command reads the store {SPILL_URL_ENV} names: {settings.spill_url}"
+    return f"this command reads the local default store: {SPILL_URL_ENV} is not set"
+
+
+def _store_unset_for(locator: str, settings: StorageSettings) -> str | None:
+    """Why an S3 locator cannot be read with no S3 store set (None when one is)."""
+    if not locator.startswith("s3://") or (settings.spill_url or "").startswith("s3://"):
+        return None
+    return (
+        f"{locator} is in an S3 store, and {_store_read(settings)}: set {SPILL_URL_ENV}="
+        f"s3://<bucket>/<prefix> (and {S3_ENDPOINT_URL_ENV} for a store outside AWS) as the "
+        "worker's, or give --env-file PATH (`fs-search dev --env-file PATH` writes one)"
+    )
+
+
 def _print(result: ToolResult, *, as_json: bool) -> None:
     if as_json:
         print(result.model_dump_json(indent=2))
     else:
-        print(result.text)
+        print(for_a_person(result))
+
+
+def for_a_person(result: ToolResult) -> str:
+    """The model's text, its spill footer saying how a person reads the saved result (the
+    command) rather than how the model does (its read or read_spill tool)."""
+    spill = getattr(result.result, "spill", None)
+    if spill is None or not spill.hint:
+        return result.text
+    # The footer is the last place the hint appears (a matched line could hold it too).
+    before, found, after = result.text.rpartition(spill.hint)
+    if not found:
+        return result.text
+    command = f"fs-search spill read {shlex.quote(spill.locator)}"
+    return f"{before}Read it with `{command}` (--offset and --limit page it, in lines).{after}"
 
 
 def run() -> None:

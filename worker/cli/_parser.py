@@ -3,8 +3,19 @@
 from __future__ import annotations
 
 import argparse
+from importlib.metadata import PackageNotFoundError, version
 
+from fs_search.activities.config import DISTRIBUTION
 from fs_search.activities.contract import MAX_READ_SPILL_LINES, ReadSpillRequest
+from fs_search.worker.connect import DEFAULT_CONNECT_TIMEOUT
+
+
+def version_line() -> str:
+    """What ``fs-search --version`` prints: the distribution and its version."""
+    try:
+        return f"fs-search ({DISTRIBUTION}) {version(DISTRIBUTION)}"
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        return f"fs-search ({DISTRIBUTION}, not installed)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,10 +30,12 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    parser.add_argument("-V", "--version", action="version", version=version_line())
     env_file_arg(parser, default=None)
     sub = parser.add_subparsers(dest="command", required=True)
 
     w = sub.add_parser("worker", help="run the worker for one workspace, or for all on a host")
+    w.set_defaults(subparser=w)
     where = w.add_mutually_exclusive_group(required=True)
     where.add_argument("--workspace", help="the one directory this worker searches")
     where.add_argument(
@@ -31,27 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve every direct subdirectory of DIR named by a valid id, on fs-search/<name>",
     )
     w.add_argument("--workspace-id", help="queue id (default: derived from host and path)")
-    w.add_argument(
-        "--scan-interval",
-        type=float,
-        metavar="S",
-        help=(
-            "with --workspaces-root: seconds between scans for new and removed workspaces "
-            "(default: the fleet's, 2)"
-        ),
-    )
-    w.add_argument(
-        "--queues",
-        choices=("workspace", "host", "both"),
-        help=(
-            "with --workspaces-root: poll fs-search/<workspace> per workspace (default), "
-            "the host's one queue fs-search-host/<host-id>, or both (default: FS_SEARCH_QUEUES)"
-        ),
-    )
-    w.add_argument(
-        "--host-id",
-        help="this host's id (default: FS_SEARCH_HOST_ID, then the host name)",
-    )
+    fleet_args(w)
     w.add_argument(
         "--nexus-queue",
         metavar="QUEUE",
@@ -77,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     for tool in ("glob", "grep"):
         t = sub.add_parser(tool, help=f"run one {tool} call")
+        t.set_defaults(subparser=t)
         if tool == "grep":
             t.add_argument("pattern", nargs="?", help="the regex (or give it with -e)")
             t.add_argument(
@@ -119,8 +113,17 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser(
         "dev", help="run a local stack: Temporal dev server + UI, SeaweedFS S3, a worker"
     )
-    d.add_argument("--workspace", default=".", help="the directory searched (default: .)")
+    d.set_defaults(subparser=d)
+    where = d.add_mutually_exclusive_group()
+    where.add_argument("--workspace", default=".", help="the directory searched (default: .)")
+    where.add_argument(
+        "--workspaces-root",
+        metavar="DIR",
+        help="serve every direct subdirectory of DIR named by a valid id, as `fs-search "
+        "worker --workspaces-root` does (instead of one --workspace)",
+    )
     d.add_argument("--workspace-id", help="queue id (default: derived from host and path)")
+    fleet_args(d)
     d.add_argument("--data-dir", help="where S3 keeps its data (default: a temporary directory)")
     d.add_argument(
         "--port",
@@ -148,8 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     spill = sub.add_parser("spill", help="spill artifacts")
+    spill.set_defaults(subparser=spill)
     spill_sub = spill.add_subparsers(dest="spill_command", required=True)
     r = spill_sub.add_parser("read", help="print a page of a spill artifact")
+    r.set_defaults(subparser=r)
     r.add_argument("locator")
     env_file_arg(r)
     page = ReadSpillRequest.model_fields
@@ -165,6 +170,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def fleet_args(p: argparse.ArgumentParser) -> None:
+    """The options of a process serving every workspace under a root."""
+    p.add_argument(
+        "--scan-interval",
+        type=float,
+        metavar="S",
+        help=(
+            "with --workspaces-root: seconds between scans for new and removed workspaces "
+            "(default: the fleet's, 2)"
+        ),
+    )
+    p.add_argument(
+        "--queues",
+        choices=("workspace", "host", "both"),
+        help=(
+            "with --workspaces-root: poll fs-search/<workspace> per workspace (default), "
+            "the host's one queue fs-search-host/<host-id>, or both (default: FS_SEARCH_QUEUES)"
+        ),
+    )
+    p.add_argument(
+        "--host-id",
+        help="this host's id (default: FS_SEARCH_HOST_ID, then the host name)",
+    )
+
+
 def connection_args(p: argparse.ArgumentParser, *, fallback: str = "") -> None:
     p.add_argument(
         "--address",
@@ -178,6 +208,14 @@ def connection_args(p: argparse.ArgumentParser, *, fallback: str = "") -> None:
         "--profile",
         help="temporalio envconfig profile (default: TEMPORAL_PROFILE, then 'default') "
         "in TEMPORAL_CONFIG_FILE or the user's Temporal config file",
+    )
+    p.add_argument(
+        "--connect-timeout",
+        type=float,
+        metavar="S",
+        default=DEFAULT_CONNECT_TIMEOUT.total_seconds(),
+        help="seconds to wait for the Temporal server to answer "
+        f"(default: {DEFAULT_CONNECT_TIMEOUT.total_seconds():g})",
     )
 
 

@@ -82,7 +82,7 @@ def test_dev_stack_serves_searches_with_s3_spills_and_stops_on_ctrl_c(tmp_path: 
         )
         assert p.returncode == 0, p.stderr
         locator = re.search(r"(s3://fs-search/spill/\S+)", p.stdout).group(1)
-        assert "read_spill" in p.stdout
+        assert f"Read it with `fs-search spill read {locator}`" in p.stdout
         page = cli("spill", "read", locator, "--offset", "295", env=exports)
         assert page.returncode == 0, page.stderr
         assert "Line 300: hit 299" in page.stdout
@@ -210,3 +210,58 @@ def test_dev_moves_off_a_taken_7233_and_writes_an_env_file_the_cli_reads(tmp_pat
             code = proc.wait(timeout=60)
     assert code == 0, err.read_text()
     assert not _port_open(exports["TEMPORAL_ADDRESS"])
+
+
+def test_dev_serves_every_workspace_under_a_root_on_a_host_queue(tmp_path: Path):
+    """`dev --workspaces-root R --queues host` runs the fleet worker: one process serves each
+    directory under R through the host queue, as `fs-search worker --workspaces-root` does."""
+    root = tmp_path / "root"
+    write_tree(root / "alpha", {"a.txt": "needle in alpha\n"})
+    write_tree(root / "beta", {"b.txt": "needle in beta\n"})
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FS_SEARCH_", "AWS_", "OTEL_"))}
+    proc = subprocess.Popen(
+        [FS_SEARCH, "dev", "--workspaces-root", str(root), "--queues", "host", "--host-id", "h1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None
+        banner = []
+        deadline = time.monotonic() + 90
+        for line in proc.stdout:
+            banner.append(line)
+            if line.startswith("Try:") or time.monotonic() > deadline:
+                break
+        text = "".join(banner)
+        address = re.search(r"^export TEMPORAL_ADDRESS=(\S+)$", text, re.M).group(1)
+        assert f"every directory under {root.resolve()}" in text
+        assert "the host queue fs-search-host/h1 for all (host id h1)" in text
+        assert (
+            f"Try:  fs-search grep TODO --workspace-id <a directory's name> --host h1 --address {address}"
+            in text
+        )
+        for name in ("alpha", "beta"):
+            p = cli("grep", "needle", "--address", address, "--workspace-id", name, "--host", "h1")
+            assert (p.returncode, p.stdout) == (
+                0,
+                f"{name[0]}.txt:\n  Line 1: needle in {name}\n",
+            ), p.stderr
+    finally:
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=60)
+    assert code == 0
+
+
+def test_dev_options_of_a_root_go_with_it(tmp_path: Path):
+    """--workspaces-root and --workspace are exclusive; --queues host needs a root."""
+    p = cli("dev", "--workspaces-root", str(tmp_path), "--workspace", str(tmp_path), timeout=60)
+    assert p.returncode == 2 and "not allowed with argument" in p.stderr
+    assert p.stderr.startswith("usage: fs-search dev ")
+    p = cli("dev", "--workspace", str(tmp_path), "--queues", "host", timeout=60)
+    assert (p.returncode, p.stderr.strip()) == (
+        2,
+        "fs-search: --queues host|both goes with --workspaces-root (a host queue serves many)",
+    )

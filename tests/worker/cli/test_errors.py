@@ -70,14 +70,17 @@ def test_a_bad_workspaces_root_is_one_line(tmp_path):
 
 
 @pytest.mark.parametrize("command", ["grep", "worker"])
-def test_a_malformed_address_is_one_line(command, ws):
-    """An address that is not HOST:PORT is a settings error (rc 2), not the SDK's ValueError."""
+@pytest.mark.parametrize("address", ["not an address", "localhost", "localhost:99999"])
+def test_a_malformed_address_is_one_line(command, address, ws):
+    """An address that is not HOST:PORT is a settings error (rc 2), not the SDK's ValueError
+    nor a connection to a port the user did not give (the SDK takes "localhost" as port 80)."""
     if command == "grep":
         args: tuple[str, ...] = ("grep", "x", "--workspace-id", "w")
     else:
         args = ("worker", "--sample-over-cap-glob-results", "--workspace", str(ws))
-    line = one_line(cli(*args, "--address", "not an address", timeout=60))
-    assert line.startswith("fs-search: Temporal address 'not an address' is not HOST:PORT")
+    line = one_line(cli(*args, "--address", address, timeout=60))
+    what = "port 99999 is not a TCP port" if address.endswith("99999") else "not HOST:PORT"
+    assert line.startswith(f"fs-search: Temporal address {address!r} is {what}"), line
 
 
 def test_env_file_mistakes_are_one_line(tmp_path, ws):

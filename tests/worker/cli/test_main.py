@@ -120,11 +120,64 @@ def test_usage_errors_exit_2(ws):
     assert cli("frobnicate").returncode == 2
 
 
-def test_unreachable_temporal_exits_3():
-    """Address mode against nothing exits 3."""
-    p = cli("grep", "x", "--address", "127.0.0.1:1", "--workspace-id", "w", timeout=60)
+@pytest.mark.parametrize(
+    ("args", "usage", "error"),
+    [
+        (("grep", "x", "--address", "localhost:1"), "fs-search grep", "--address requires"),
+        (("grep", "x", "--frobnicate"), "fs-search grep", "unrecognized arguments: --frobnicate"),
+        (("glob", "x", "--connect-timeout", "0"), "fs-search glob", "--connect-timeout must"),
+        (("worker", "--workspace", ".", "--nope"), "fs-search worker", "unrecognized"),
+        (("spill", "read"), "fs-search spill read", "required: locator"),
+    ],
+)
+def test_a_usage_error_shows_that_subcommands_usage(args, usage, error):
+    """A mistake in a subcommand's arguments prints that subcommand's usage, not the top one's."""
+    p = cli(*args, timeout=60)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.startswith(f"usage: {usage} "), p.stderr
+    assert error in p.stderr.splitlines()[-1], p.stderr
+
+
+def test_version_names_the_distribution():
+    """--version (and -V) print the distribution's name and version; -v stays verbose."""
+    from importlib.metadata import version
+
+    for flag in ("--version", "-V"):
+        p = cli(flag, timeout=60)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout == f"fs-search (fs-search-temporal) {version('fs-search-temporal')}\n"
+
+
+def test_unreachable_temporal_exits_3_in_one_line():
+    """Address mode against a closed port exits 3 with one line in the `temporal` CLI's words."""
+    for command in (("grep", "x", "--workspace-id", "w"), ("glob", "*", "--workspace-id", "w")):
+        p = cli(*command, "--address", "127.0.0.1:1", timeout=60)
+        assert p.returncode == 3, (p.stdout, p.stderr)
+        assert p.stderr.splitlines() == [
+            "fs-search: failed connecting to Temporal server at 127.0.0.1:1: connection refused"
+        ]
+
+
+def test_a_server_that_never_answers_gives_up_after_the_connect_timeout():
+    """A server that accepts but never answers: exit 3 after --connect-timeout, saying so."""
+    import socket
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        address = f"127.0.0.1:{silent.getsockname()[1]}"
+        started = time.monotonic()
+        p = cli(
+            "grep", "x", "--workspace-id", "w", "--address", address, "--connect-timeout", "1",
+            timeout=60,
+        )  # fmt: skip
+        took = time.monotonic() - started
     assert p.returncode == 3, (p.stdout, p.stderr)
-    assert "cannot reach Temporal" in p.stderr
+    assert p.stderr.splitlines() == [
+        f"fs-search: failed connecting to Temporal server at {address}: no answer within 1 s "
+        "(--connect-timeout)"
+    ]
+    assert 1 <= took < 30
 
 
 def test_worker_requires_the_sampling_choice(ws):
@@ -224,6 +277,36 @@ async def test_spill_read_pages_an_s3_artifact(s3, make_activities, tmp_path):
     assert p.stdout == "f02.txt\nf03.txt\nf04.txt\n\n(Lines 3-5 of 10; continue with offset=5.)\n"
     p = cli("spill", "read", f"s3://{s3.bucket}/elsewhere/x.txt", env=s3.env(prefix))
     assert p.returncode == 1 and "outside" in p.stderr
+    assert f"this command reads the store FS_SEARCH_SPILL_URL names: {s3.url(prefix)}" in p.stderr
+    # Without the store's settings the locator is not "outside": there is no S3 store to read.
+    p = cli("spill", "read", locator)
+    assert p.returncode == 1
+    assert p.stderr.splitlines() == [
+        f"Error: {locator} is in an S3 store, and this command reads the local default "
+        "store: FS_SEARCH_SPILL_URL is not set: set FS_SEARCH_SPILL_URL=s3://<bucket>/<prefix> "
+        "(and FS_SEARCH_S3_ENDPOINT_URL for a store outside AWS) as the worker's, or give "
+        "--env-file PATH (`fs-search dev --env-file PATH` writes one)"
+    ]
+
+
+def test_a_spilled_result_tells_a_person_the_command_to_read_it(tmp_path):
+    """The CLI's footer names `fs-search spill read LOCATOR` (the model's says its read tool),
+    and that command reads the saved result; --json keeps the model's text as it is."""
+    ws = write_tree(tmp_path / "ws", {"many.txt": "".join(f"hit {i}\n" for i in range(300))})
+    env = {"FS_SEARCH_SPILL_URL": f"file://{tmp_path}/spill"}
+    p = cli("grep", "hit", "--workspace", str(ws), env=env)
+    assert p.returncode == 0, p.stderr
+    footer = p.stdout.splitlines()[-1]
+    command = re.fullmatch(
+        r"Read it with `(fs-search spill read (\S+))` \(--offset and --limit page it, in lines\)\.",
+        footer,
+    )
+    assert command, p.stdout
+    assert "read tool" not in p.stdout
+    page = cli("spill", "read", command[2], "--offset", "295", env=env)
+    assert page.returncode == 0 and "Line 300: hit 299" in page.stdout, page
+    as_json = json.loads(cli("grep", "hit", "--workspace", str(ws), "--json", env=env).stdout)
+    assert "with the read tool" in as_json["text"]
 
 
 def test_spill_read_page_arguments_are_the_models(tmp_path):
@@ -310,7 +393,7 @@ async def test_address_comes_from_temporal_address_a_profile_or_an_env_file(dev_
             "--env-file", str(env_file), "grep", "TODO", "--workspace-id", wsid,
             env={"TEMPORAL_ADDRESS": "127.0.0.1:1"}, timeout=60,
         )  # fmt: skip
-        assert p.returncode == 3 and "cannot reach Temporal at 127.0.0.1:1" in p.stderr
+        assert p.returncode == 3 and "Temporal server at 127.0.0.1:1: connection" in p.stderr
         p = cli(
             "grep", "TODO", "--workspace-id", wsid, "--address", address,
             env={"TEMPORAL_ADDRESS": "127.0.0.1:1"},
@@ -377,3 +460,47 @@ async def test_ctrl_c_in_address_mode_cancels_the_activity_and_rg(dev_env, tmp_p
         assert 0 < desc.schedule_to_close_timeout.total_seconds() <= 10 * 60
     finally:
         assert worker.terminate(timeout=20) == 0
+
+
+STUCK_AFTER_CTRL_C = """
+import asyncio, sys
+from fs_search.worker.cli._main import EXIT_INTERRUPTED, _bounded_on_interrupt
+
+async def call():
+    print("ready", flush=True)
+    try:
+        await asyncio.sleep(60)
+    except asyncio.CancelledError:
+        await asyncio.sleep(60)  # a shutdown that waits on a server that does not answer
+    return 0
+
+try:
+    sys.exit(asyncio.run(_bounded_on_interrupt(call())))
+except KeyboardInterrupt:
+    sys.exit(EXIT_INTERRUPTED)
+"""
+
+
+def test_ctrl_c_leaves_within_its_bound_whatever_is_still_shutting_down():
+    """A one-off call whose shutdown hangs after Ctrl-C still exits 130 within the bound."""
+    from fs_search.worker.cli._main import INTERRUPT_EXIT_S
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", STUCK_AFTER_CTRL_C],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        proc.send_signal(signal.SIGINT)
+        start = time.monotonic()
+        _, err = proc.communicate(timeout=40)
+        took = time.monotonic() - start
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert INTERRUPT_EXIT_S <= took < INTERRUPT_EXIT_S + 10, took
+    assert err.strip().splitlines()[-1].startswith("fs-search: interrupted; left after 7 s")
