@@ -371,6 +371,21 @@ class SpillRef(_Model):
     hint: str
 
 
+class WorkspaceRef(_Model):
+    """Which workspace answered, on which host, in which directory (SPEC §3, "Workspace
+    identity").
+
+    ``root`` is an opaque identity of the directory the call ran in: the same for the same
+    directory, a new value for a directory re-created at the same path. A tool on the same
+    host compares it with ``fs_search.worker.workspace_identity(path)`` before following a
+    returned path. None only in a catalogue whose workspace directory cannot be read.
+    """
+
+    id: str
+    host: str
+    root: str | None = None
+
+
 class GlobResult(_Model):
     """The outcome of a glob call; ``text`` is exactly what the model sees."""
 
@@ -385,6 +400,8 @@ class GlobResult(_Model):
     spill_error: str | None = None
     # Extension of the contract: some directories under the root could not be read.
     partial: bool = False
+    # Where the call ran (None from a worker older than workspace identities).
+    workspace: WorkspaceRef | None = None
 
 
 class GrepMatch(_Model):
@@ -408,6 +425,8 @@ class GrepResult(_Model):
     text: str
     spill: SpillRef | None = None
     spill_error: str | None = None
+    # Where the call ran (None from a worker older than workspace identities).
+    workspace: WorkspaceRef | None = None
 
 
 class ReadSpillResult(_Model):
@@ -449,6 +468,8 @@ class ToolsResult(_Model):
     sandbox: Literal["landlock", "none"] = "none"
     # The workspace whose queue answered (one worker process may serve many).
     workspace_id: str | None = None
+    # The same, with its host and directory (None from a worker older than identities).
+    workspace: WorkspaceRef | None = None
     # Set by the caller's side only (``FsSearchTools.catalogue()``) when no worker answered:
     # the failure's code (SEARCH_FAILED when nothing serves the workspace), ``reason`` its
     # message. None when a worker answered, whatever it offers.
@@ -509,6 +530,7 @@ __all__ = [
     "ToolSpec",
     "ToolsRequest",
     "ToolsResult",
+    "WorkspaceRef",
     "host_queue_for",
     "task_queue_for",
 ]

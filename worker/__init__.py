@@ -11,6 +11,8 @@ command starts without importing what it does not need.
   :func:`maintenance`: run the activities for one workspace on your own client
   (``fs-search worker`` does exactly this).
 * :class:`SearchError`: a contract failure, e.g. a canned error in a test.
+* :func:`workspace_identity`: which directory a path (or descriptor) names, as results'
+  ``workspace.root`` says it: a co-located tool checks it before following a result's path.
 * :func:`time_skipping_env`, :func:`search_worker`, :func:`canned_activities`: test agent
   workflows offline (``fs_search.worker.testing``; install the ``testing`` extra).
 """
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
         SearchError,
         StorageSettings,
     )
+    from fs_search.activities.identity import workspace_identity
     from fs_search.worker.app import (
         Services,
         build_activities,
@@ -53,6 +56,7 @@ _LAZY = {
     "canned_activities": "fs_search.worker.testing",
     "search_worker": "fs_search.worker.testing",
     "time_skipping_env": "fs_search.worker.testing",
+    "workspace_identity": "fs_search.activities.identity",
 }
 
 
@@ -77,4 +81,5 @@ __all__ = [
     "new_worker",
     "search_worker",
     "time_skipping_env",
+    "workspace_identity",
 ]

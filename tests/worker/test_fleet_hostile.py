@@ -1,0 +1,114 @@
+"""Hostile tenants on one host (issue 34), through a real Fleet, the dev server and rg: a root
+entry exchanged with a link outside while the fleet scans, names that would forge log lines,
+and a flooding workspace on a host queue."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from temporalio.worker import Worker
+
+from fs_search.activities.config import FsSearchConfig
+from fs_search.activities.storage import local_storage
+from fs_search.worker.app import build_services
+from fs_search.worker.fleet import Fleet
+from tests.helpers import write_tree
+from tests.workflows_under_test import Calls, CallsWorkflow, Options
+
+CANARY = "the-canary-outside"
+
+# Exchanges ``root/<name>`` and ``root/.swap`` (renameat2 RENAME_EXCHANGE) until killed: one
+# is the workspace directory, the other a symlink to a directory outside the root.
+SWAPPER = """
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+root = os.open(sys.argv[1], os.O_PATH | os.O_DIRECTORY)
+a, b = sys.argv[2].encode(), b".swap"
+while True:
+    if libc.renameat2(root, a, root, b, 2) != 0:  # RENAME_EXCHANGE
+        sys.exit(f"renameat2: {os.strerror(ctypes.get_errno())}")
+    time.sleep(0.0005)
+"""
+
+
+@contextlib.contextmanager
+def _swapping(root: Path, name: str):
+    """A process exchanging ``root/name`` with ``root/.swap`` as fast as it can."""
+    proc = subprocess.Popen(
+        [sys.executable, "-I", "-c", SWAPPER, str(root), name],
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        yield proc
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+
+@contextlib.asynccontextmanager
+async def _host_fleet(dev_env, root: Path, spill: Path, *, scan_interval: float, **settings):
+    """A Fleet over ``root`` serving its host queue, and a workflow worker's queue."""
+    settings.setdefault("sample_over_cap_glob_results", False)
+    config = FsSearchConfig.load(getenv=lambda _: None, overrides=settings)
+    services = await build_services(config, storage=local_storage(spill))
+    fleet = Fleet(
+        dev_env.client,
+        services,
+        root,
+        scan_interval=scan_interval,
+        host_id=f"host-{uuid.uuid4().hex[:8]}",
+        queues="host",
+    )
+    stop = asyncio.Event()
+    queue = f"wf-{uuid.uuid4()}"
+    running = asyncio.create_task(fleet.run(stop))
+    try:
+        async with Worker(dev_env.client, task_queue=queue, workflows=[CallsWorkflow]):
+            yield fleet, queue
+    finally:
+        stop.set()
+        await asyncio.wait_for(running, 60)
+        await services.executor.kill_all()
+        services.offload.shutdown()
+
+
+async def test_an_entry_exchanged_with_a_link_outside_never_serves_the_outside(dev_env, tmp_path):
+    """``root/victim`` and a symlink to a directory outside the root swap places about a
+    thousand times a second while the fleet scans every 50 ms and four callers grep the
+    workspace for 20 s: no answer holds a byte of the outside directory, and the directory
+    itself is still served (the run is not vacuous)."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    write_tree(root / "victim", {"own.txt": "own words\n"})
+    write_tree(outside, {"canary.txt": f"{CANARY} words\n"})
+    os.symlink(outside, root / ".swap")
+    async with _host_fleet(dev_env, root, tmp_path / "spill", scan_interval=0.05) as (fleet, wq):
+        options = Options(workspace_id="victim", host=fleet.host_id, timeout_ms=10_000)
+        batch = Calls(options=options, calls=[("grep", {"pattern": "words"})] * 10)
+        answers: list[str] = []
+        deadline = time.monotonic() + 20
+
+        async def caller() -> None:
+            while time.monotonic() < deadline:
+                results = await dev_env.client.execute_workflow(
+                    CallsWorkflow.run, batch, id=f"race-{uuid.uuid4()}", task_queue=wq
+                )
+                answers.extend(r.text for r in results)
+
+        with _swapping(root, "victim") as swapper:
+            await asyncio.gather(*(caller() for _ in range(4)))
+            assert swapper.poll() is None, swapper.stderr.read() if swapper.stderr else ""
+    leaked = [a for a in answers if CANARY in a]
+    served = [a for a in answers if "own words" in a]
+    print(f"{len(answers)} answers, {len(served)} served, {len(leaked)} leaked")
+    assert not leaked, f"{len(leaked)} of {len(answers)} answers read outside: {leaked[0]}"
+    assert len(served) >= 20, f"only {len(served)} of {len(answers)} answers were served"
