@@ -44,6 +44,12 @@ MAX_LOCATOR_BYTES = 4096
 MAX_READ_SPILL_LINES = 2000
 # A call's budget when the caller names none (a worker caps it at its own timeout_ms).
 DEFAULT_TIMEOUT_MS = 30_000
+# The most an error message may take (UTF-8): whatever it echoes of a request or of rg is cut
+# to fit, so a hostile request never makes a megabyte-sized error.
+MAX_MESSAGE_BYTES = 4096
+# Unexpected argument names an INVALID_ARGUMENT message lists (and how much of each).
+_NAMES_SHOWN = 8
+_NAME_CHARS = 64
 
 
 _CHECKING = "fs_search.checking"
@@ -99,6 +105,23 @@ def _text(limit: int) -> _Check:
         return None
 
     return _Check(test)
+
+
+def capped(message: str, limit: int = MAX_MESSAGE_BYTES) -> str:
+    """``message`` cut to at most ``limit`` UTF-8 bytes (on a character boundary), saying
+    how much was left out."""
+    raw = message.encode("utf-8", "replace")
+    if len(raw) <= limit:
+        return message
+    keep = raw[: limit - 64].decode("utf-8", "ignore")
+    return f"{keep}… ({len(raw) - len(keep.encode('utf-8', 'replace')):,} more bytes not shown)"
+
+
+def _names(names: list[str]) -> str:
+    """Some of ``names``, each cut short, and how many more there are."""
+    shown = [n if len(n) <= _NAME_CHARS else f"{n[:_NAME_CHARS]}…" for n in names[:_NAMES_SHOWN]]
+    more = len(names) - len(shown)
+    return ", ".join(shown) + (f" and {more:,} more" if more else "")
 
 
 def _shown(value: int) -> str:
@@ -215,7 +238,7 @@ class ToolArguments(BaseModel):
         unexpected = sorted(str(e["loc"][0]) for e in errors if e["type"] == "extra_forbidden")
         if unexpected:
             return (
-                f"unexpected argument(s) for {cls.tool}: {', '.join(unexpected)} "
+                f"unexpected argument(s) for {cls.tool}: {_names(unexpected)} "
                 f"(allowed: {', '.join(cls.model_fields)})"
             )
         first = errors[0]
@@ -489,9 +512,10 @@ class ToolResult(_Model):
 
     @classmethod
     def failure(cls, code: ErrorCode, message: str) -> ToolResult:
-        """A tool error shown to the model as ``Error: <message>``."""
+        """A tool error shown to the model as ``Error: <message>`` (the message capped at
+        :data:`MAX_MESSAGE_BYTES`)."""
         return cls(
-            text=f"Error: {message}",
+            text=f"Error: {capped(message)}",
             is_error=True,
             error=ToolError(name=error_name(code), code=code),
         )
@@ -504,6 +528,7 @@ __all__ = [
     "HOST_QUEUE_PREFIX",
     "MAX_INCLUDE_BYTES",
     "MAX_LOCATOR_BYTES",
+    "MAX_MESSAGE_BYTES",
     "MAX_PATH_BYTES",
     "MAX_PATTERN_BYTES",
     "MAX_READ_SPILL_LINES",
@@ -531,6 +556,7 @@ __all__ = [
     "ToolsRequest",
     "ToolsResult",
     "WorkspaceRef",
+    "capped",
     "host_queue_for",
     "task_queue_for",
 ]

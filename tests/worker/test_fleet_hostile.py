@@ -21,6 +21,7 @@ from fs_search.activities.storage import local_storage
 from fs_search.worker.app import build_services
 from fs_search.worker.fleet import Fleet
 from tests.helpers import write_tree
+from tests.procs import WorkerProcess
 from tests.workflows_under_test import Calls, CallsWorkflow, Options
 
 CANARY = "the-canary-outside"
@@ -112,3 +113,48 @@ async def test_an_entry_exchanged_with_a_link_outside_never_serves_the_outside(d
     print(f"{len(answers)} answers, {len(served)} served, {len(leaked)} leaked")
     assert not leaked, f"{len(leaked)} of {len(answers)} answers read outside: {leaked[0]}"
     assert len(served) >= 20, f"only {len(served)} of {len(answers)} answers were served"
+
+
+FORGED = "FORGED fs_search.worker.fleet: attached workspace admin"
+
+
+async def test_names_that_would_forge_log_lines_reach_the_log_escaped(dev_env, tmp_path):
+    """A valid id linking to a sibling whose name holds a newline and ANSI escapes: the real
+    worker's log names the linked path escaped (no forged line, no escape byte), attaching,
+    serving and detaching it."""
+    root = tmp_path / "root"
+    evil = f"evil\n{FORGED}\x1b[2J\x1b]0;owned\x07\u2028"
+    write_tree(root / evil, {"a.txt": "needle\n"})
+    os.symlink(evil, root / "alias")
+    address = dev_env.client.service_client.config.target_host
+    worker = WorkerProcess(root, address, None, ready_timeout=90)
+    queue = f"wf-{uuid.uuid4()}"
+    try:
+        await _until(lambda: "attached workspace alias" in worker.log(), 60)
+        async with Worker(dev_env.client, task_queue=queue, workflows=[CallsWorkflow]):
+            [found] = await dev_env.client.execute_workflow(
+                CallsWorkflow.run,
+                Calls(
+                    options=Options(workspace_id="alias"), calls=[("grep", {"pattern": "x|needle"})]
+                ),
+                id=f"log-{uuid.uuid4()}",
+                task_queue=queue,
+            )
+        os.unlink(root / "alias")
+        await _until(lambda: "detached workspace alias" in worker.log(), 60)
+    finally:
+        worker.terminate(60)
+    log = worker.log()
+    assert not found.is_error and found.result.total == 1, found.text
+    assert "detaching workspace alias" in log
+    for line in log.splitlines():
+        assert not line.startswith("FORGED"), line
+    assert "\x1b" not in log and "\x07" not in log and "\u2028" not in log
+    assert "evil\\x0aFORGED" in log  # the name is there, escaped
+
+
+async def _until(predicate, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.1)
