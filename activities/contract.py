@@ -16,6 +16,7 @@ refused when they hold more).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -358,6 +359,23 @@ TASK_QUEUE_PREFIX = "fs-search/"
 HOST_QUEUE_PREFIX = "fs-search-host/"
 
 
+# The retryable failure a host queue answers a call with when its workspace already holds its
+# share of the host's held calls: the call goes back to wait in Temporal (retried after a
+# short delay, then scheduled again by FsSearchTools within its queueing budget), so one
+# workspace's backlog never fills the host's slots ahead of another workspace's call.
+WORKSPACE_BUSY = "FS_SEARCH_WORKSPACE_BUSY"
+
+
+def fairness_key_for(workspace_id: str) -> str:
+    """The Temporal fairness key of a workspace's calls on a host queue (at most 64 bytes):
+    a server with task-queue fairness dispatches a host queue's tasks round-robin between
+    workspaces, not in arrival order. An id over 64 bytes keeps its head and a digest."""
+    if len(workspace_id) <= 64:
+        return workspace_id
+    digest = hashlib.sha256(workspace_id.encode()).hexdigest()[:16]
+    return f"{workspace_id[:47]}~{digest}"
+
+
 def task_queue_for(workspace_id: str) -> str:
     """The task queue the worker owning ``workspace_id`` polls."""
     return f"{TASK_QUEUE_PREFIX}{workspace_id}"
@@ -535,6 +553,7 @@ __all__ = [
     "READ_SPILL_ACTIVITY",
     "TASK_QUEUE_PREFIX",
     "TOOLS_ACTIVITY",
+    "WORKSPACE_BUSY",
     "AnyResult",
     "ArgumentProblem",
     "ErrorCode",
@@ -557,6 +576,7 @@ __all__ = [
     "ToolsResult",
     "WorkspaceRef",
     "capped",
+    "fairness_key_for",
     "host_queue_for",
     "task_queue_for",
 ]

@@ -36,6 +36,7 @@ class Spec(BaseModel):
     workspace_id: str
     calls: list[Call]
     concurrent: bool = False
+    host: str | None = None  # the host queue serving the workspace (None: its own queue)
 
 
 class PlainRg(BaseModel):
@@ -47,7 +48,7 @@ class PlainRg(BaseModel):
 
 
 def _tools(spec: Spec, call: Call) -> FsSearchTools:
-    return FsSearchTools(spec.workspace_id, cwd=call.cwd)
+    return FsSearchTools(spec.workspace_id, cwd=call.cwd, host=spec.host)
 
 
 @workflow.defn(name="bench.Calls")

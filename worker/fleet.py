@@ -250,7 +250,14 @@ class Fleet:
         self._warned: set[str] = set()
         self._check_failing = False
         self.identity = identity_for(self.host_id)
-        self.router = HostRouter(self.host_id, self._served)
+        # A workspace holds at most its share of the host queue's calls: as many as its own
+        # queue may, and at least one waiting behind each it runs (so that its next search
+        # is ready when one ends, instead of waiting out a retry delay in Temporal).
+        self.router = HostRouter(
+            self.host_id,
+            self._served,
+            share=min(accepted, max(self.slots.per_workspace, 2 * running_per_workspace)),
+        )
         self.owners = owners or QueueOwners(client, self.host_id)
         self.allow_shared = config.allow_shared_queue
         meter = metrics.get_meter(INSTRUMENTATION)

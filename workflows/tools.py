@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import Priority, RetryPolicy
 from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         READ_SPILL_ACTIVITY,
         TOOL_ARGUMENTS,
         TOOLS_ACTIVITY,
+        WORKSPACE_BUSY,
         ArgumentProblem,
         ErrorCode,
         GlobArguments,
@@ -45,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
         ToolSpec,
         ToolsRequest,
         ToolsResult,
+        fairness_key_for,
         host_queue_for,
         task_queue_for,
     )
@@ -72,6 +74,9 @@ DEFAULT_SCHEDULE_TO_START = timedelta(seconds=8)
 # worker to digest, save and return the result (the worker's RESERVE_S).
 RESERVE = timedelta(seconds=5)
 LIVENESS_TIMEOUT = timedelta(seconds=15)
+# How long a call a host queue handed back (WORKSPACE_BUSY, its retries spent) waits before
+# it is scheduled again.
+HANDED_BACK_PAUSE = timedelta(seconds=2)
 
 
 def with_contract_codes(policy: RetryPolicy) -> RetryPolicy:
@@ -171,6 +176,10 @@ class FsSearchTools:
         )
         if summary:
             config["summary"] = summary
+        if self.host is not None:
+            # One host queue serves many workspaces: a server with task-queue fairness
+            # dispatches them round-robin (the priority itself stays the workflow's).
+            config["priority"] = Priority(fairness_key=fairness_key_for(self.workspace_id))
         return config
 
     # --- model tool calls ------------------------------------------------------------
@@ -337,7 +346,9 @@ class FsSearchTools:
 
         A call no worker took within the schedule-to-start timeout is checked once: with
         a live poller on the queue (a full worker) it is scheduled again, within what is
-        left of the queueing budget; with none it is SEARCH_FAILED naming the workspace."""
+        left of the queueing budget; with none it is SEARCH_FAILED naming the workspace. A
+        call a host queue handed back (its workspace held its share: WORKSPACE_BUSY) is
+        scheduled again the same way."""
         first = workflow.now()
         while True:
             left = self.queue_timeout - (workflow.now() - first)
@@ -352,6 +363,16 @@ class FsSearchTools:
             except (ActivityError, asyncio.CancelledError) as e:
                 if _workflow_cancelled():
                     raise
+                if _handed_back(e):
+                    # Its workspace holds its share of the host: wait off the queue a moment
+                    # (a flood's calls cycling through the queue would delay everyone's).
+                    left = self.queue_timeout - (workflow.now() - first)
+                    if left > timedelta(0):
+                        await workflow.sleep(min(HANDED_BACK_PAUSE, left))
+                        continue
+                    return self._unserved(
+                        QueueLiveness(queue=self.task_queue, polled=True), self.queue_timeout
+                    )
                 if not _not_picked_up(e):
                     return map_failure(e, workspace_id=self.workspace_id, queue=self.task_queue)
             liveness = await self._liveness()
@@ -449,6 +470,12 @@ def _not_picked_up(error: BaseException) -> bool:
     """Whether a call failed because no worker took it within schedule-to-start."""
     cause = error.cause if isinstance(error, ActivityError) else None
     return isinstance(cause, TimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START
+
+
+def _handed_back(error: BaseException) -> bool:
+    """Whether a host queue handed the call back: its workspace held its share of the host."""
+    cause = error.cause if isinstance(error, ActivityError) else None
+    return isinstance(cause, ApplicationError) and cause.type == WORKSPACE_BUSY
 
 
 def _seconds(span: timedelta) -> str:

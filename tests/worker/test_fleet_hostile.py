@@ -20,9 +20,9 @@ from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.storage import local_storage
 from fs_search.worker.app import build_services
 from fs_search.worker.fleet import Fleet
-from tests.helpers import write_tree
+from tests.helpers import sparse_file, write_tree
 from tests.procs import WorkerProcess
-from tests.workflows_under_test import Calls, CallsWorkflow, Options
+from tests.workflows_under_test import Calls, CallsWorkflow, ConcurrentCallsWorkflow, Options
 
 CANARY = "the-canary-outside"
 
@@ -74,7 +74,9 @@ async def _host_fleet(dev_env, root: Path, spill: Path, *, scan_interval: float,
     queue = f"wf-{uuid.uuid4()}"
     running = asyncio.create_task(fleet.run(stop))
     try:
-        async with Worker(dev_env.client, task_queue=queue, workflows=[CallsWorkflow]):
+        async with Worker(
+            dev_env.client, task_queue=queue, workflows=[CallsWorkflow, ConcurrentCallsWorkflow]
+        ):
             yield fleet, queue
     finally:
         stop.set()
@@ -158,3 +160,64 @@ async def _until(predicate, timeout: float) -> None:
     while not predicate():
         assert time.monotonic() < deadline, "condition not reached in time"
         await asyncio.sleep(0.1)
+
+
+async def test_a_flood_holds_only_its_share_of_a_host_queue(dev_env, tmp_path):
+    """A host queue at small limits (2 searches at once, 1 per workspace, 4 calls held): A
+    fires 16 greps of 1.5 s each, then B one small grep. B answers within seconds — A holds
+    at most its share of the held calls, so B's call is taken at once instead of waiting in
+    Temporal behind A's backlog — and every call of A's still runs."""
+    root = tmp_path / "root"
+    sparse_file(root / "flood" / "huge.bin", gigabytes=20)
+    write_tree(root / "quiet", {"q.txt": "quiet\n"})
+    settings = {
+        "max_concurrent_searches": 2,
+        "max_concurrent_per_workspace": 1,
+        "max_queued_searches": 4,
+    }
+    async with _host_fleet(dev_env, root, tmp_path / "spill", scan_interval=0.2, **settings) as (
+        fleet,
+        wq,
+    ):
+        await _until(lambda: {"flood", "quiet"} <= set(fleet.attached), 30)
+        host = fleet.host_id
+        flood_calls = [("grep", {"pattern": "x", "path": "huge.bin"})] * 16
+        flood_started = time.monotonic()
+        flood = asyncio.create_task(
+            dev_env.client.execute_workflow(
+                ConcurrentCallsWorkflow.run,
+                Calls(
+                    options=Options(workspace_id="flood", host=host, timeout_ms=1500),
+                    calls=flood_calls,
+                ),
+                id=f"flood-{uuid.uuid4()}",
+                task_queue=wq,
+            )
+        )
+        gate = fleet.services.executor.gate
+        await _until(lambda: gate.running_for("flood") >= 1, 30)
+        await asyncio.sleep(2)  # the backlog is queued by now
+        started = time.monotonic()
+        [quiet] = await dev_env.client.execute_workflow(
+            CallsWorkflow.run,
+            Calls(
+                options=Options(workspace_id="quiet", host=host, queue_ms=60_000),
+                calls=[("grep", {"pattern": "quiet"})],
+            ),
+            id=f"quiet-{uuid.uuid4()}",
+            task_queue=wq,
+        )
+        quiet_s = time.monotonic() - started
+        flooded = await flood
+        flood_s = time.monotonic() - flood_started
+    print(
+        f"quiet grep under the flood: {quiet_s:.2f} s; flood of 16: {flood_s:.1f} s, "
+        f"{fleet.router.handed_back} calls handed back"
+    )
+    assert not quiet.is_error and quiet.result.total == 1, quiet.text
+    assert quiet_s < 4, quiet_s
+    # The flood's calls all ran to their budget (none refused, none lost).
+    assert len(flooded) == 16
+    assert all(r.error and r.error.code == "SEARCH_ABORTED" for r in flooded), [
+        r.text for r in flooded if not (r.error and r.error.code == "SEARCH_ABORTED")
+    ]
