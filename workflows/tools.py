@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+import re
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -485,6 +486,34 @@ def _seconds(span: timedelta) -> str:
     return f"{seconds / 60:.1f} min"
 
 
+# How deep a model's tool-call arguments may nest (objects and arrays): no tool schema needs
+# more, and deeper JSON makes decoders recurse (the OpenAI Agents SDK's own decoding fails the
+# workflow task past ~450 levels). A framework guard replaces deeper arguments with
+# NESTED_TOO_DEEPLY (not JSON, so no tool runs on it), which parse_arguments answers.
+MAX_ARGUMENT_DEPTH = 100
+NESTED_TOO_DEEPLY = (
+    f"(arguments nested deeper than {MAX_ARGUMENT_DEPTH} levels, withheld by fs-search's guard)"
+)
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def nested_too_deeply(arguments: str, limit: int = MAX_ARGUMENT_DEPTH) -> bool:
+    """Whether JSON text nests objects/arrays deeper than ``limit`` (strings skipped; linear,
+    no recursion, whatever the text)."""
+    if arguments.count("[") + arguments.count("{") <= limit:
+        return False
+    depth = 0
+    for match in _BRACKET.finditer(_STRING.sub("", arguments)):
+        if match.group() in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        else:
+            depth = max(depth - 1, 0)
+    return False
+
+
 def parse_arguments(arguments: str | bytes | bytearray) -> dict[str, Any] | ToolResult:
     """A model's JSON arguments as a dict, or the ``Error:`` result it reads instead.
 
@@ -495,6 +524,8 @@ def parse_arguments(arguments: str | bytes | bytearray) -> dict[str, Any] | Tool
     try:
         if not arguments.strip():
             return {}
+        if arguments == NESTED_TOO_DEEPLY:
+            raise RecursionError(arguments)
         parsed = json.loads(arguments)
     except json.JSONDecodeError as e:
         return ToolResult.failure(ErrorCode.INVALID_ARGUMENT, f"the arguments are not JSON: {e}")
