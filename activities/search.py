@@ -360,9 +360,13 @@ class SearchActivities:
             # Only an artifact made in the directory the workspace's path names now is read:
             # the locator is checked against it before the store is touched.
             with self.workspace.held() as root:
-                owner = directory_owner(self.spill_workspace, identity_of(root.fd))
+                where = identity_of(root.fd)
+            self._label("read_spill", where)
             return await self.store.read(
-                req.locator, offset=req.offset, limit=req.limit, workspace=owner
+                req.locator,
+                offset=req.offset,
+                limit=req.limit,
+                workspace=directory_owner(self.spill_workspace, where),
             )
 
         return await contract(run())
@@ -432,9 +436,21 @@ class SearchActivities:
         """This workspace and the directory its path names now (root None: none readable)."""
         try:
             with self.workspace.held() as root:
-                return self._ref(identity_of(root.fd))
+                where = self._ref(identity_of(root.fd))
         except SearchError:
-            return self._ref(None)
+            where = self._ref(None)
+        self._label("tools", where.root)
+        return where
+
+    def _label(self, tool: str, root: str | None) -> None:
+        """The activity span names the tool, the workspace and its directory."""
+        trace.get_current_span().set_attributes(
+            {
+                "fs_search.tool": tool,
+                "fs_search.workspace_id": self.telemetry.workspace_id,
+                "fs_search.workspace.root": root or "",
+            }
+        )
 
     def _rg_path(self) -> str:
         if self.rg.path is None:

@@ -292,7 +292,8 @@ class FsSearchTools:
         An available catalogue is remembered: ``call`` then dispatches the tools it offers.
         """
         which = ToolsRequest(workspace_id=self.workspace_id) if self.host is not None else None
-        fetched = await self._execute(TOOLS_ACTIVITY, which, ToolsResult, "fs_search tools")
+        summary = "fs_search tools" + (f" @ {self.workspace_id}" if which is not None else "")
+        fetched = await self._execute(TOOLS_ACTIVITY, which, ToolsResult, summary)
         if isinstance(fetched, ToolResult):
             failed = fetched
             return ToolsResult(
