@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         ToolResult,
         ToolSpec,
         ToolsResult,
+        WorkspaceRef,
         host_queue_for,
         task_queue_for,
     )
@@ -65,6 +66,7 @@ __all__ = [
     "ToolResult",
     "ToolSpec",
     "ToolsResult",
+    "WorkspaceRef",
     "host_queue_for",
     "task_queue_for",
 ]
