@@ -87,7 +87,10 @@ class Workspace:
     """
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
-        self._given = os.fspath(root)
+        # Absolute now (not normalised: ".." after a symlink is the kernel's to resolve): each
+        # call opens it again, whatever the process's working directory by then.
+        given = os.fspath(root)
+        self._given = given if os.path.isabs(given) else os.path.join(os.getcwd(), given)
         self._parent: Tree | None = None
         self._name = ""
         try:
