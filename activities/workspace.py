@@ -75,7 +75,8 @@ class Workspace:
     that descriptor (:mod:`fs_search.activities.beneath`), so renaming or replacing names
     during the call never changes which directory it searches. A path that names nothing
     readable fails the call ("the workspace cannot be read"); a path that names another
-    directory than before serves that one, under its own identity (``root_identity``).
+    directory than before serves that one, under its own identity (results' ``workspace.root``,
+    :mod:`~fs_search.activities.identity`).
 
     ``Workspace(path)``: the directory an operator named (``--workspace``), opened by that
     name for each call. :meth:`entry`: a directory under a workspaces root, named there by
@@ -93,6 +94,7 @@ class Workspace:
         self._given = given if os.path.isabs(given) else os.path.join(os.getcwd(), given)
         self._parent: Tree | None = None
         self._name = ""
+        self._vetted: Identity | None = None
         try:
             self._last = self._open_given()
         except NotADirectoryError:
@@ -117,10 +119,11 @@ class Workspace:
             raise Changed(f"{name!r} no longer leads to a directory under the root")
         if (found.st.st_dev, found.st.st_ino) != expected:
             found.close()
-            raise Changed(f"{name!r} leads to another directory than the scan found")
+            raise Changed(f"{name!r} now leads to another directory than the scan found")
         workspace = cls.__new__(cls)
         workspace._parent = parent
         workspace._name = name
+        workspace._vetted = expected
         workspace.root = os.path.join(parent.path, *found.parts)
         workspace._given = workspace.root
         workspace._last = Tree.adopt(found.fd, workspace.root)
@@ -162,7 +165,7 @@ class Workspace:
             found = _entry(self._parent, self._name)
             if found is None:
                 raise workspace_unreadable()
-            if (found.st.st_dev, found.st.st_ino) != self.identity:
+            if (found.st.st_dev, found.st.st_ino) != self._vetted:
                 # Re-created or re-pointed: served once the next scan has vetted it.
                 found.close()
                 raise workspace_unreadable()

@@ -4,8 +4,10 @@ Each direct subdirectory whose name is a valid workspace id gets its own ``Worke
 ``fs-search/<id>``; all of them share one rg executor, one set of digest helpers, one
 storage and one :class:`~fs_search.worker.slots.FairSlots` activity slot supplier. A scan
 every ``scan_interval`` seconds attaches new directories and detaches vanished ones, and
-re-attaches one whose name now leads to another directory (an attached workspace keeps
-meaning the directory it attached).
+re-attaches one whose name now leads to another directory. The root is held open: the scan
+resolves each entry beneath it and records which directory it is, attaching opens the entry
+beneath it again and refuses anything else (a name exchanged meanwhile), and every call runs
+only while the entry still leads to that vetted directory.
 
 A queue has one host: before attaching, the fleet asks Temporal who polls the queue
 (:mod:`fs_search.worker.queue_owner`, rate-limited process-wide) and refuses a queue a live
@@ -340,7 +342,7 @@ class Fleet:
             workspace = Workspace.entry(self._root, workspace_id, expected=identity)
         except Changed as e:
             log.info(
-                "not attaching workspace %s: %s since the scan; the next scan looks again",
+                "not attaching workspace %s: %s; the next scan looks again",
                 workspace_id,
                 escaped(e),
             )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
@@ -14,12 +15,15 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
 from temporalio.worker import Worker
 
+from fs_search.activities.beneath import Tree
 from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.storage import local_storage
+from fs_search.activities.workspace import Changed, Workspace
 from fs_search.worker.app import build_services
-from fs_search.worker.fleet import Fleet
+from fs_search.worker.fleet import Fleet, scan_root
 from tests.helpers import sparse_file, write_tree
 from tests.procs import WorkerProcess
 from tests.workflows_under_test import Calls, CallsWorkflow, ConcurrentCallsWorkflow, Options
@@ -221,3 +225,39 @@ async def test_a_flood_holds_only_its_share_of_a_host_queue(dev_env, tmp_path):
     assert all(r.error and r.error.code == "SEARCH_ABORTED" for r in flooded), [
         r.text for r in flooded if not (r.error and r.error.code == "SEARCH_ABORTED")
     ]
+
+
+def test_an_entry_exchanged_after_the_scan_is_not_attached(tmp_path):
+    """Deterministically, the race's two steps: the scan records `victim`'s directory, the
+    names are exchanged, and attaching (opening the entry beneath the held root) refuses it;
+    exchanged back, it attaches, and a call then serves it only while it is that directory."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    write_tree(root / "victim", {"own.txt": "own\n"})
+    write_tree(outside, {"canary.txt": "canary\n"})
+    os.symlink(outside, root / ".swap")
+    held = Tree(root)
+    try:
+        scan = scan_root(held)
+        vetted = scan.identities["victim"]
+        _exchange(root, "victim", ".swap")
+        with pytest.raises(Changed):
+            Workspace.entry(held, "victim", expected=vetted)
+        _exchange(root, "victim", ".swap")
+        workspace = Workspace.entry(held, "victim", expected=vetted)
+        with workspace.held() as tree:
+            assert tree.identity == vetted
+        _exchange(root, "victim", ".swap")
+        assert not workspace.readable()
+        workspace.close()
+    finally:
+        held.close()
+
+
+def _exchange(root: Path, a: str, b: str) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(root, os.O_PATH | os.O_DIRECTORY)
+    try:
+        if libc.renameat2(fd, a.encode(), fd, b.encode(), 2) != 0:  # RENAME_EXCHANGE
+            raise OSError(ctypes.get_errno(), "renameat2")
+    finally:
+        os.close(fd)
