@@ -150,6 +150,17 @@ class Tree:
         if not stat.S_ISDIR(os.fstat(fd).st_mode):
             os.close(fd)
             raise NotADirectoryError(errno.ENOTDIR, "not a directory", real)
+        self._hold(fd, real, names)
+
+    @classmethod
+    def adopt(cls, fd: int, path: str, *, names: Iterable[str] = ()) -> Tree:
+        """A tree over ``fd``, a directory descriptor opened elsewhere (the tree closes it);
+        ``path`` is its real path as the caller found it."""
+        tree = cls.__new__(cls)
+        tree._hold(fd, path, names)
+        return tree
+
+    def _hold(self, fd: int, real: str, names: Iterable[str]) -> None:
         self.fd = fd
         self.path = real
         self._names = [

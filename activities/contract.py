@@ -16,6 +16,7 @@ refused when they hold more).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -44,6 +45,12 @@ MAX_LOCATOR_BYTES = 4096
 MAX_READ_SPILL_LINES = 2000
 # A call's budget when the caller names none (a worker caps it at its own timeout_ms).
 DEFAULT_TIMEOUT_MS = 30_000
+# The most an error message may take (UTF-8): whatever it echoes of a request or of rg is cut
+# to fit, so a hostile request never makes a megabyte-sized error.
+MAX_MESSAGE_BYTES = 4096
+# Unexpected argument names an INVALID_ARGUMENT message lists (and how much of each).
+_NAMES_SHOWN = 8
+_NAME_CHARS = 64
 
 
 _CHECKING = "fs_search.checking"
@@ -99,6 +106,23 @@ def _text(limit: int) -> _Check:
         return None
 
     return _Check(test)
+
+
+def capped(message: str, limit: int = MAX_MESSAGE_BYTES) -> str:
+    """``message`` cut to at most ``limit`` UTF-8 bytes (on a character boundary), saying
+    how much was left out."""
+    raw = message.encode("utf-8", "replace")
+    if len(raw) <= limit:
+        return message
+    keep = raw[: limit - 64].decode("utf-8", "ignore")
+    return f"{keep}… ({len(raw) - len(keep.encode('utf-8', 'replace')):,} more bytes not shown)"
+
+
+def _names(names: list[str]) -> str:
+    """Some of ``names``, each cut short, and how many more there are."""
+    shown = [n if len(n) <= _NAME_CHARS else f"{n[:_NAME_CHARS]}…" for n in names[:_NAMES_SHOWN]]
+    more = len(names) - len(shown)
+    return ", ".join(shown) + (f" and {more:,} more" if more else "")
 
 
 def _shown(value: int) -> str:
@@ -215,7 +239,7 @@ class ToolArguments(BaseModel):
         unexpected = sorted(str(e["loc"][0]) for e in errors if e["type"] == "extra_forbidden")
         if unexpected:
             return (
-                f"unexpected argument(s) for {cls.tool}: {', '.join(unexpected)} "
+                f"unexpected argument(s) for {cls.tool}: {_names(unexpected)} "
                 f"(allowed: {', '.join(cls.model_fields)})"
             )
         first = errors[0]
@@ -335,6 +359,23 @@ TASK_QUEUE_PREFIX = "fs-search/"
 HOST_QUEUE_PREFIX = "fs-search-host/"
 
 
+# The retryable failure a host queue answers a call with when its workspace already holds its
+# share of the host's held calls: the call goes back to wait in Temporal (retried after a
+# short delay, then scheduled again by FsSearchTools within its queueing budget), so one
+# workspace's backlog never fills the host's slots ahead of another workspace's call.
+WORKSPACE_BUSY = "FS_SEARCH_WORKSPACE_BUSY"
+
+
+def fairness_key_for(workspace_id: str) -> str:
+    """The Temporal fairness key of a workspace's calls on a host queue (at most 64 bytes):
+    a server with task-queue fairness dispatches a host queue's tasks round-robin between
+    workspaces, not in arrival order. An id over 64 bytes keeps its head and a digest."""
+    if len(workspace_id) <= 64:
+        return workspace_id
+    digest = hashlib.sha256(workspace_id.encode()).hexdigest()[:16]
+    return f"{workspace_id[:47]}~{digest}"
+
+
 def task_queue_for(workspace_id: str) -> str:
     """The task queue the worker owning ``workspace_id`` polls."""
     return f"{TASK_QUEUE_PREFIX}{workspace_id}"
@@ -371,6 +412,21 @@ class SpillRef(_Model):
     hint: str
 
 
+class WorkspaceRef(_Model):
+    """Which workspace answered, on which host, in which directory (SPEC §3, "Workspace
+    identity").
+
+    ``root`` is an opaque identity of the directory the call ran in: the same for the same
+    directory, a new value for a directory re-created at the same path. A tool on the same
+    host compares it with ``fs_search.worker.workspace_identity(path)`` before following a
+    returned path. None only in a catalogue whose workspace directory cannot be read.
+    """
+
+    id: str
+    host: str
+    root: str | None = None
+
+
 class GlobResult(_Model):
     """The outcome of a glob call; ``text`` is exactly what the model sees."""
 
@@ -385,6 +441,8 @@ class GlobResult(_Model):
     spill_error: str | None = None
     # Extension of the contract: some directories under the root could not be read.
     partial: bool = False
+    # Where the call ran (None from a worker older than workspace identities).
+    workspace: WorkspaceRef | None = None
 
 
 class GrepMatch(_Model):
@@ -408,6 +466,8 @@ class GrepResult(_Model):
     text: str
     spill: SpillRef | None = None
     spill_error: str | None = None
+    # Where the call ran (None from a worker older than workspace identities).
+    workspace: WorkspaceRef | None = None
 
 
 class ReadSpillResult(_Model):
@@ -449,6 +509,8 @@ class ToolsResult(_Model):
     sandbox: Literal["landlock", "none"] = "none"
     # The workspace whose queue answered (one worker process may serve many).
     workspace_id: str | None = None
+    # The same, with its host and directory (None from a worker older than identities).
+    workspace: WorkspaceRef | None = None
     # Set by the caller's side only (``FsSearchTools.catalogue()``) when no worker answered:
     # the failure's code (SEARCH_FAILED when nothing serves the workspace), ``reason`` its
     # message. None when a worker answered, whatever it offers.
@@ -468,9 +530,10 @@ class ToolResult(_Model):
 
     @classmethod
     def failure(cls, code: ErrorCode, message: str) -> ToolResult:
-        """A tool error shown to the model as ``Error: <message>``."""
+        """A tool error shown to the model as ``Error: <message>`` (the message capped at
+        :data:`MAX_MESSAGE_BYTES`)."""
         return cls(
-            text=f"Error: {message}",
+            text=f"Error: {capped(message)}",
             is_error=True,
             error=ToolError(name=error_name(code), code=code),
         )
@@ -483,12 +546,14 @@ __all__ = [
     "HOST_QUEUE_PREFIX",
     "MAX_INCLUDE_BYTES",
     "MAX_LOCATOR_BYTES",
+    "MAX_MESSAGE_BYTES",
     "MAX_PATH_BYTES",
     "MAX_PATTERN_BYTES",
     "MAX_READ_SPILL_LINES",
     "READ_SPILL_ACTIVITY",
     "TASK_QUEUE_PREFIX",
     "TOOLS_ACTIVITY",
+    "WORKSPACE_BUSY",
     "AnyResult",
     "ArgumentProblem",
     "ErrorCode",
@@ -509,6 +574,9 @@ __all__ = [
     "ToolSpec",
     "ToolsRequest",
     "ToolsResult",
+    "WorkspaceRef",
+    "capped",
+    "fairness_key_for",
     "host_queue_for",
     "task_queue_for",
 ]

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Awaitable, Generator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from fs_search.activities.contract import ArgumentProblem, ErrorCode, error_name
+from fs_search.activities.contract import ArgumentProblem, ErrorCode, capped, error_name
 
 if TYPE_CHECKING:
     from temporalio.exceptions import ApplicationError
@@ -30,6 +30,7 @@ class SearchError(Exception):
     """A contract failure: a code from :class:`ErrorCode` and a message for the model."""
 
     def __init__(self, code: ErrorCode, message: str) -> None:
+        message = capped(message)  # what it echoes (a pattern, rg's words) is cut to fit
         super().__init__(message)
         self.code = code
         self.message = message

@@ -21,6 +21,7 @@ from opentelemetry.trace import Span
 from temporalio import activity
 
 from fs_search.activities import results, rg
+from fs_search.activities.beneath import Tree
 from fs_search.activities.catalogue import tools_and_prompts
 from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.contract import (
@@ -39,14 +40,22 @@ from fs_search.activities.contract import (
     SpillRef,
     ToolsRequest,
     ToolsResult,
+    WorkspaceRef,
 )
 from fs_search.activities.errors import SearchError, contract, invalid_argument
+from fs_search.activities.identity import identity_of
 from fs_search.activities.ignore_files import OutOfTime, Vetted, vet
 from fs_search.activities.progress import Progress, heartbeating
 from fs_search.activities.rg import Executor, IgnoreFiles, RgRun
-from fs_search.activities.storage import Saver, Storage, spill_workspace, time_left
+from fs_search.activities.storage import (
+    Saver,
+    Storage,
+    directory_owner,
+    spill_workspace,
+    time_left,
+)
 from fs_search.activities.telemetry import SearchTelemetry, mark_failed, outcome_of
-from fs_search.activities.workspace import SearchTarget, Workspace
+from fs_search.activities.workspace import SearchTarget, Workspace, this_host
 
 log = logging.getLogger(__name__)
 
@@ -89,11 +98,14 @@ class RgStatus:
 
 @dataclass(frozen=True)
 class Call:
-    """One glob or grep call in flight: what its rg runs share."""
+    """One glob or grep call in flight: what its rg runs share, and the directory it runs
+    in (held for the whole call)."""
 
     progress: Progress
     budget_s: float
     queue_s: float
+    root: Tree
+    workspace: WorkspaceRef
 
 
 class SearchActivities:
@@ -109,6 +121,7 @@ class SearchActivities:
         offload: where rg output is digested (default: a thread).
         nice_step: how much nicer each further call of this workspace in flight runs rg
             (:data:`NICE_STEP` under a workspaces root; 0: never changed).
+        host_id: the host results name (``workspace.host``; default: the host name).
     """
 
     def __init__(
@@ -122,6 +135,7 @@ class SearchActivities:
         telemetry: SearchTelemetry | None = None,
         offload: results.Offload | None = None,
         nice_step: int = 0,
+        host_id: str | None = None,
     ) -> None:
         self.config = config
         self.workspace = workspace
@@ -138,6 +152,7 @@ class SearchActivities:
         self.nice_step = nice_step
         # Whose runs these are, for the executor's fair gate (one per workspace).
         self.key = self.telemetry.workspace_id or str(workspace.root)
+        self.host_id = host_id or this_host()
 
     def all(self) -> list[object]:
         """Every activity, for ``Worker(activities=...)``: all four are always registered."""
@@ -150,7 +165,7 @@ class SearchActivities:
         """Find files by glob pattern under the search root, oldest modified first."""
         async with self._call("glob", req) as call:
             cfg = self.config
-            with self._resolved(req, "glob") as (target, at):
+            with self._resolved(req, "glob", call) as (target, at):
                 with self._rg_span("glob", call.progress) as span:
                     argv = rg.for_glob(req.pattern, rg=self._rg_path())
                     run = await self._run_rg(argv, at, call)
@@ -199,6 +214,7 @@ class SearchActivities:
                 spill=ref,
                 spill_error=error,
                 partial=partial,
+                workspace=call.workspace,
             )
 
     @activity.defn(name=GREP_ACTIVITY)
@@ -207,7 +223,7 @@ class SearchActivities:
         async with self._call("grep", req) as call:
             cfg = self.config
             include = req.include if req.include and req.include.strip() else None
-            with self._resolved(req, "grep") as (target, at):
+            with self._resolved(req, "grep", call) as (target, at):
                 binary = self._rg_path()
                 vetted = await self._ignore_files(target, call)
 
@@ -305,6 +321,7 @@ class SearchActivities:
                 text=text,
                 spill=ref,
                 spill_error=error,
+                workspace=call.workspace,
             )
 
     @activity.defn(name=TOOLS_ACTIVITY)
@@ -320,6 +337,7 @@ class SearchActivities:
                 timeout_ms=cfg.timeout_ms,
                 sandbox=self.sandbox,
                 workspace_id=self.telemetry.workspace_id,
+                workspace=self._now(),
             )
         tools, prompts = tools_and_prompts(
             sample_over_cap=cfg.sample_over_cap_glob_results,
@@ -336,6 +354,7 @@ class SearchActivities:
             timeout_ms=cfg.timeout_ms,
             sandbox=self.sandbox,
             workspace_id=self.telemetry.workspace_id,
+            workspace=self._now(),
         )
 
     @activity.defn(name=READ_SPILL_ACTIVITY)
@@ -345,8 +364,16 @@ class SearchActivities:
         async def run() -> ReadSpillResult:
             req.check()
             await self._ours(req)
+            # Only an artifact made in the directory the workspace's path names now is read:
+            # the locator is checked against it before the store is touched.
+            with self.workspace.held() as root:
+                where = identity_of(root.fd)
+            self._label("read_spill", where)
             return await self.store.read(
-                req.locator, offset=req.offset, limit=req.limit, workspace=self.spill_workspace
+                req.locator,
+                offset=req.offset,
+                limit=req.limit,
+                workspace=directory_owner(self.spill_workspace, where),
             )
 
         return await contract(run())
@@ -378,7 +405,10 @@ class SearchActivities:
                     req.check()
                 budget = budget_s(req.timeout_ms, cap_ms=self.config.timeout_ms)
                 progress.budget_ms = round(budget * 1000)
-                yield Call(progress, budget, queue_budget_s(time_left(), budget))
+                with self.workspace.held() as root:
+                    where = self._ref(identity_of(root.fd))
+                    span.set_attribute("fs_search.workspace.root", where.root or "")
+                    yield Call(progress, budget, queue_budget_s(time_left(), budget), root, where)
         except BaseException as e:
             error = e
             mark_failed(span, e)
@@ -394,14 +424,14 @@ class SearchActivities:
 
     @contextlib.contextmanager
     def _resolved(
-        self, req: GlobRequest | GrepRequest, tool: str
+        self, req: GlobRequest | GrepRequest, tool: str, call: Call
     ) -> Iterator[tuple[SearchTarget, int]]:
-        """``workspace.opened`` for the request, its resolution in an ``fs_search.resolve``
-        span."""
+        """``workspace.opened`` for the request beneath the call's directory, its resolution
+        in an ``fs_search.resolve`` span."""
         with contextlib.ExitStack() as stack:
             with self.telemetry.span("fs_search.resolve"):
                 opened = stack.enter_context(
-                    self.workspace.opened(cwd=req.cwd, path=req.path, tool=tool)
+                    self.workspace.opened(cwd=req.cwd, path=req.path, tool=tool, root=call.root)
                 )
             yield opened
 
@@ -415,11 +445,33 @@ class SearchActivities:
             return Vetted(IgnoreFiles())
         deadline = time.monotonic() + call.budget_s
         try:
-            return await asyncio.to_thread(
-                vet, self.workspace.tree, target.parts, deadline=deadline
-            )
+            return await asyncio.to_thread(vet, call.root, target.parts, deadline=deadline)
         except OutOfTime:
             raise rg.over_budget(call.budget_s) from None
+
+    def _ref(self, root: str | None) -> WorkspaceRef:
+        """This workspace on this host, in the directory whose identity is ``root``."""
+        return WorkspaceRef(id=self.spill_workspace, host=self.host_id, root=root)
+
+    def _now(self) -> WorkspaceRef:
+        """This workspace and the directory its path names now (root None: none readable)."""
+        try:
+            with self.workspace.held() as root:
+                where = self._ref(identity_of(root.fd))
+        except SearchError:
+            where = self._ref(None)
+        self._label("tools", where.root)
+        return where
+
+    def _label(self, tool: str, root: str | None) -> None:
+        """The activity span names the tool, the workspace and its directory."""
+        trace.get_current_span().set_attributes(
+            {
+                "fs_search.tool": tool,
+                "fs_search.workspace_id": self.telemetry.workspace_id,
+                "fs_search.workspace.root": root or "",
+            }
+        )
 
     def _rg_path(self) -> str:
         if self.rg.path is None:
@@ -434,7 +486,7 @@ class SearchActivities:
             timeout_s=call.budget_s,
             max_stdout=self.config.raw_output_max_bytes,
             progress=call.progress,
-            tree=self.workspace.tree,
+            tree=call.root,
             # rg's CPU niceness: 0 for a workspace's first call in flight, lower priority
             # for each further one, so one workspace's flood yields the CPU to a quiet
             # workspace. Only where workspaces share a process (``nice_step`` > 0): a
@@ -464,7 +516,8 @@ class SearchActivities:
         """The complete result saved when it is over the cap and the caller wants it."""
         if not wanted or artifact is None:
             return None, None, None
-        return await self.saver.spill(tool, call.progress, artifact)
+        owner = directory_owner(self.spill_workspace, call.workspace.root or "")
+        return await self.saver.spill(tool, call.progress, artifact, owner=owner)
 
     @contextlib.contextmanager
     def _rg_span(self, tool: str, progress: Progress) -> Iterator[Span]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import os
 import posixpath
+import re
+import socket
 import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 from fs_search.activities.beneath import Found, Missing, Outside, Parts, Tree, Unresolvable
 from fs_search.activities.contract import ErrorCode
 from fs_search.activities.errors import SearchError, invalid_argument
+from fs_search.activities.identity import Identity
 
 # VCS metadata directories: never searched, never named by a cwd or path.
 VCS_DIRS = (".git", ".svn", ".hg", ".bzr", ".jj", ".sl")
@@ -67,33 +70,122 @@ def _vcs(parts: Sequence[str]) -> bool:
 
 
 class Workspace:
-    """The directory tree a worker owns, held by descriptor; nothing outside it is searched.
+    """The directory tree a worker serves; nothing outside it is searched.
 
-    The root is opened once, here (``O_PATH``), and every ``cwd``/``path`` is resolved
-    beneath that descriptor (:mod:`fs_search.activities.beneath`): renaming or replacing
-    the root's name later never changes which directory this workspace is.
+    Each call runs in the directory the workspace's path names when the call starts, held by
+    descriptor for the whole call (:meth:`held`): every ``cwd``/``path`` is resolved beneath
+    that descriptor (:mod:`fs_search.activities.beneath`), so renaming or replacing names
+    during the call never changes which directory it searches. A path that names nothing
+    readable fails the call ("the workspace cannot be read"); a path that names another
+    directory than before serves that one, under its own identity (results' ``workspace.root``,
+    :mod:`~fs_search.activities.identity`).
+
+    ``Workspace(path)``: the directory an operator named (``--workspace``), opened by that
+    name for each call. :meth:`entry`: a directory under a workspaces root, named there by
+    ``name`` and vetted by the fleet's scan: each call opens ``name`` beneath the root's held
+    descriptor and is served only while it is still the vetted directory.
+
+    The directory last served stays held between calls (``identity``), so its inode number
+    cannot be reused by a directory created in its place.
     """
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
+        # Absolute now (not normalised: ".." after a symlink is the kernel's to resolve): each
+        # call opens it again, whatever the process's working directory by then.
+        given = os.fspath(root)
+        self._given = given if os.path.isabs(given) else os.path.join(os.getcwd(), given)
+        self._parent: Tree | None = None
+        self._name = ""
+        self._vetted: Identity | None = None
         try:
-            self.tree = Tree(root, names=[os.fspath(root)])
+            self._last = self._open_given()
         except NotADirectoryError:
             raise ValueError(f"workspace {str(root)!r} is not a directory") from None
         except OSError:
             raise ValueError(
                 f"workspace {str(root)!r} does not exist or cannot be resolved"
             ) from None
-        self.root = self.tree.path
+        self.root = self._last.path
+
+    @classmethod
+    def entry(cls, parent: Tree, name: str, *, expected: Identity) -> Workspace:
+        """The directory ``name`` leads to beneath ``parent`` (symlinks followed inside it),
+        if it is still the directory ``expected`` names (``(st_dev, st_ino)``, as a scan
+        recorded it).
+
+        Raises:
+            Changed: ``name`` leads elsewhere now, or nowhere.
+        """
+        found = _entry(parent, name)
+        if found is None:
+            raise Changed(f"{name!r} no longer leads to a directory under the root")
+        if (found.st.st_dev, found.st.st_ino) != expected:
+            found.close()
+            raise Changed(f"{name!r} now leads to another directory than the scan found")
+        workspace = cls.__new__(cls)
+        workspace._parent = parent
+        workspace._name = name
+        workspace._vetted = expected
+        workspace.root = os.path.join(parent.path, *found.parts)
+        workspace._given = workspace.root
+        workspace._last = Tree.adopt(found.fd, workspace.root)
+        return workspace
 
     @property
-    def identity(self) -> tuple[int, int]:
-        """``(st_dev, st_ino)`` of the held root directory: which directory it is,
-        whatever name leads to it now."""
-        return self.tree.identity
+    def identity(self) -> Identity:
+        """``(st_dev, st_ino)`` of the directory last served (for an entry: the vetted one)."""
+        return self._last.identity
+
+    @property
+    def tree(self) -> Tree:
+        """The directory last served, held (for an entry: the vetted one)."""
+        return self._last
 
     def close(self) -> None:
-        """Release the root's descriptor."""
-        self.tree.close()
+        """Release the held directory."""
+        self._last.close()
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[Tree]:
+        """The directory the workspace's path names now, held for the block.
+
+        Raises:
+            SearchError: SEARCH_FAILED "the workspace cannot be read" when the path names no
+                directory this worker can search (removed, renamed away, replaced by a file,
+                unreadable; for an entry, also: not the vetted directory).
+        """
+        tree = self._open_now()
+        try:
+            if not readable(tree):
+                raise workspace_unreadable()
+            yield tree
+        finally:
+            tree.close()
+
+    def _open_now(self) -> Tree:
+        if self._parent is not None:
+            found = _entry(self._parent, self._name)
+            if found is None:
+                raise workspace_unreadable()
+            if (found.st.st_dev, found.st.st_ino) != self._vetted:
+                # Re-created or re-pointed: served once the next scan has vetted it.
+                found.close()
+                raise workspace_unreadable()
+            return Tree.adopt(found.fd, self.root)
+        try:
+            tree = self._open_given()
+        except OSError:
+            raise workspace_unreadable() from None
+        if tree.identity != self._last.identity:
+            # Another directory at the path: the call serves it, and it is remembered (held)
+            # so that the one before cannot come back under its inode number unnoticed.
+            self._last.close()
+            self._last = Tree.adopt(os.dup(tree.fd), tree.path, names=[self._given])
+            self.root = tree.path
+        return tree
+
+    def _open_given(self) -> Tree:
+        return Tree(self._given, names=[self._given])
 
     def target(self, *, cwd: str | None, path: str | None, tool: str) -> SearchTarget:
         """Resolve ``path`` against ``cwd`` for ``tool`` ("glob" or "grep"), without keeping
@@ -102,20 +194,20 @@ class Workspace:
             return target
 
     def readable(self) -> bool:
-        """Whether the held root is still a directory this worker can search: not removed
-        (a removed directory has no links left, whatever now has its name) and readable."""
+        """Whether the workspace's path names a directory this worker can search now."""
         try:
-            removed = os.fstat(self.tree.fd).st_nlink == 0
-        except OSError:
+            with self.held():
+                return True
+        except SearchError:
             return False
-        return not removed and _may(self.tree.fd, os.R_OK | os.X_OK)
 
     @contextlib.contextmanager
     def opened(
-        self, *, cwd: str | None, path: str | None, tool: str
+        self, *, cwd: str | None, path: str | None, tool: str, root: Tree | None = None
     ) -> Iterator[tuple[SearchTarget, int]]:
-        """Resolve ``path`` against ``cwd`` for ``tool`` ("glob" or "grep"): the target, and
-        an ``O_PATH`` descriptor of the directory rg runs in (closed on exit).
+        """Resolve ``path`` against ``cwd`` for ``tool`` ("glob" or "grep") beneath ``root``
+        (the call's directory from :meth:`held`; default: opened for the block): the target,
+        and an ``O_PATH`` descriptor of the directory rg runs in (closed on exit).
 
         Precedence follows the contract: the workspace itself gone or unreadable first,
         then argument errors (outside the workspace, VCS metadata, glob on a file), then
@@ -123,20 +215,57 @@ class Workspace:
         while it was removed) fails the call the same way, as does any SEARCH_FAILED raised
         in the block while it is gone.
         """
-        if not self.readable():
-            raise workspace_unreadable()
-        try:
-            with self._opened(cwd=cwd, path=path, tool=tool) as opened:
-                yield opened
-        except SearchError as e:
-            if e.code is ErrorCode.SEARCH_FAILED and not self.readable():
-                raise workspace_unreadable() from e
-            raise
-        if not self.readable():
-            raise workspace_unreadable()
+        with contextlib.ExitStack() as stack:
+            tree = root if root is not None else stack.enter_context(self.held())
+            if not readable(tree):
+                raise workspace_unreadable()
+            try:
+                with _Resolver(tree).opened(cwd=cwd, path=path, tool=tool) as opened:
+                    yield opened
+            except SearchError as e:
+                if e.code is ErrorCode.SEARCH_FAILED and not readable(tree):
+                    raise workspace_unreadable() from e
+                raise
+            if not readable(tree):
+                raise workspace_unreadable()
+
+
+class Changed(Exception):
+    """A workspaces root's entry no longer leads to the directory a scan vetted."""
+
+
+def _entry(parent: Tree, name: str) -> Found | None:
+    """The directory ``name`` leads to beneath ``parent``, or None (gone, outside the root,
+    the root itself, not a directory)."""
+    try:
+        found = parent.resolve(name)
+    except (Outside, Unresolvable, Missing):
+        return None
+    if found.parts and stat.S_ISDIR(found.st.st_mode):
+        return found
+    found.close()
+    return None
+
+
+def readable(tree: Tree) -> bool:
+    """Whether a held directory is still one this worker can search: not removed (a removed
+    directory has no links left, whatever now has its name) and readable."""
+    try:
+        removed = os.fstat(tree.fd).st_nlink == 0
+    except OSError:
+        return False
+    return not removed and _may(tree.fd, os.R_OK | os.X_OK)
+
+
+class _Resolver:
+    """``cwd`` and ``path`` resolved beneath one call's directory."""
+
+    def __init__(self, tree: Tree) -> None:
+        self.tree = tree
+        self.root = tree.path
 
     @contextlib.contextmanager
-    def _opened(
+    def opened(
         self, *, cwd: str | None, path: str | None, tool: str
     ) -> Iterator[tuple[SearchTarget, int]]:
         run_cwd = self._cwd(cwd)
@@ -247,12 +376,24 @@ class Workspace:
 
 
 def workspace_unreadable() -> SearchError:
-    """The workspace's own root was removed, replaced or made unreadable on the worker."""
+    """The workspace's path names no directory the worker can search: removed, moved away,
+    replaced (a fleet's entry: not yet vetted) or made unreadable."""
     return SearchError(
         ErrorCode.SEARCH_FAILED,
-        "the workspace cannot be read: its directory was removed, replaced or made "
+        "the workspace cannot be read: its directory was removed, moved, replaced or made "
         "unreadable on the worker",
     )
+
+
+def host_id_of(name: str) -> str:
+    """A host name in host-id syntax (``[A-Za-z0-9][A-Za-z0-9._-]{0,127}``)."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]", "-", name).lstrip("._-")[:128]
+    return cleaned or "host"
+
+
+def this_host() -> str:
+    """This host's name, in host-id syntax (the default ``FS_SEARCH_HOST_ID``)."""
+    return host_id_of(socket.gethostname())
 
 
 def _may(fd: int, mode: int) -> bool:

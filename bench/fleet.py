@@ -13,7 +13,10 @@ benchmark's own workflow (``bench.Calls``, FsSearchTools) as an agent's would. R
 * latency: small grep through the N-workspace worker / through a 1-workspace worker
   (interleaved medians);
 * fairness: small grep on a quiet workspace while another floods 64 heavy greps /
-  the same grep unloaded (medians).
+  the same grep unloaded (medians);
+* host-queue fairness: the same on one host queue (``--queues host``), at the limits the
+  audit of issue 34 starved a quiet workspace with (4 searches at once, 2 per workspace, 8
+  calls held): the flood's backlog is far larger than the calls the host holds.
 """
 
 from __future__ import annotations
@@ -62,9 +65,13 @@ class Row:
 class WorkerProc:
     """An ``fs-search worker`` child (fleet or single), measured with its helpers."""
 
-    def __init__(self, address: str, log: Path, spill: Path, *args: str) -> None:
+    def __init__(
+        self, address: str, log: Path, spill: Path, *args: str, env: dict[str, str] | None = None
+    ) -> None:
+        settings = env or {}
         env = {k: v for k, v in os.environ.items() if not k.startswith(("FS_SEARCH_", "OTEL_"))}
         env.update(SETTINGS)
+        env.update(settings)
         env["FS_SEARCH_SPILL_URL"] = f"file://{spill}"
         self.log = log
         self.proc = ManagedProcess(
@@ -117,9 +124,13 @@ def make_workspace(path: Path, *, small: int = 10) -> None:
         (path / f"f{i}.txt").write_text("alpha needle beta\n" if i == 0 else "nothing here\n")
 
 
-async def grep_latency(client: Client, queue: str, workspace_id: str, pattern: str) -> float:
+async def grep_latency(
+    client: Client, queue: str, workspace_id: str, pattern: str, host: str | None = None
+) -> float:
     spec = Spec(
-        workspace_id=workspace_id, calls=[Call(tool="grep", arguments={"pattern": pattern})]
+        workspace_id=workspace_id,
+        calls=[Call(tool="grep", arguments={"pattern": pattern})],
+        host=host,
     )
     started = time.perf_counter()
     results = await client.execute_workflow(
@@ -145,9 +156,9 @@ class Bench:
     root: Path
     fleet: WorkerProc | None = None
 
-    def start(self, name: str, *args: str) -> WorkerProc:
+    def start(self, name: str, *args: str, env: dict[str, str] | None = None) -> WorkerProc:
         worker = WorkerProc(
-            self.server.address, self.tmp / f"{name}.log", self.tmp / "spill", *args
+            self.server.address, self.tmp / f"{name}.log", self.tmp / "spill", *args, env=env
         )
         self.workers.append(worker)
         return worker
@@ -174,7 +185,7 @@ class Bench:
         return await grep_latency(self.client, self.queue, workspace_id, pattern)
 
 
-ROWS = ("idle", "attach", "latency", "fairness", "processes")
+ROWS = ("idle", "attach", "latency", "fairness", "host-fairness", "processes")
 
 
 async def main() -> int:
@@ -182,6 +193,11 @@ async def main() -> int:
     parser.add_argument("--workspaces", type=int, default=1000)
     parser.add_argument("--singles", type=int, default=10)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--server-fairness",
+        action="store_true",
+        help="start the dev server with task-queue fairness (matching.enableFairness=true)",
+    )
     parser.add_argument("--rows", default=",".join(ROWS), help=f"some of {','.join(ROWS)}")
     parser.add_argument(
         "--set",
@@ -199,7 +215,8 @@ async def main() -> int:
     if unknown:
         parser.error(f"unknown rows {unknown}; choose from {','.join(ROWS)}")
     tmp = Path(tempfile.mkdtemp(prefix="fs-search-fleet-bench-"))
-    server = await DevServer(log_path=tmp / "temporal.log").start()
+    fairness = ["matching.enableFairness=true"] if args.server_fairness else []
+    server = await DevServer(log_path=tmp / "temporal.log", dynamic_config=fairness).start()
     rows: list[Row] = []
     workers: list[WorkerProc] = []
     try:
@@ -230,7 +247,8 @@ async def main() -> int:
         server.stop()
     print(
         f"\nfs-search fleet benchmark ({args.workspaces} workspaces, {os.cpu_count()} cores, "
-        f"load {os.getloadavg()[0]:.2f}, settings {SETTINGS or 'default'})\n"
+        f"load {os.getloadavg()[0]:.2f}, settings {SETTINGS or 'default'}"
+        f"{', server fairness on' if args.server_fairness else ''})\n"
     )
     print("| row | value | target | met | detail |\n|---|---|---|---|---|")
     for row in rows:
@@ -331,56 +349,130 @@ async def latency_row(bench: Bench) -> list[Row]:
     ]
 
 
+def make_busy(busy: Path) -> None:
+    """The flooding workspace: every grep of "match" yields ~15 MB of rg --json."""
+    if busy.exists():
+        return
+    busy.mkdir(parents=True)
+    for d in range(8):
+        (busy / f"d{d}").mkdir()
+        # 8 x 7,500 matching lines: ~15 MB of rg --json per call, like the heavy row.
+        (busy / f"d{d}" / "many.txt").write_text("match line of text\n" * 7_500)
+
+
 async def fairness_row(bench: Bench) -> list[Row]:
     """A quiet workspace's small grep while another floods 64 heavy greps."""
     fleet = await bench.fleet_with(bench.workspaces)
-    busy = bench.root / "busy"
-    if not busy.exists():
-        busy.mkdir()
-        for d in range(8):
-            (busy / f"d{d}").mkdir()
-            # 8 x 7,500 matching lines: ~15 MB of rg --json per call, like the heavy row.
-            (busy / f"d{d}" / "many.txt").write_text("match line of text\n" * 7_500)
+    make_busy(bench.root / "busy")
     await fleet.wait_for("attached workspace busy")
+    return [await _fairness(bench, fleet, "fairness ratio", quiet="w1", busy="busy")]
+
+
+# The limits the audit of issue 34 starved a quiet workspace on a host queue with.
+HOST_LIMITS = {
+    "FS_SEARCH_MAX_CONCURRENT_SEARCHES": "4",
+    "FS_SEARCH_MAX_CONCURRENT_PER_WORKSPACE": "2",
+    "FS_SEARCH_MAX_QUEUED_SEARCHES": "8",
+}
+
+
+async def host_fairness_row(bench: Bench) -> list[Row]:
+    """The fairness row on one host queue, at small limits (the flood far exceeds them)."""
+    root = bench.tmp / "host-root"
+    make_workspace(root / "quiet")
+    make_busy(root / "busy")
+    host = f"bench-{uuid.uuid4().hex[:6]}"
+    args = ("--workspaces-root", str(root), "--queues", "host", "--host-id", host)
+    worker = bench.start("host-fleet", *args, env=HOST_LIMITS)
+    try:
+        await worker.wait_for("attached workspace busy")
+        await worker.wait_for("attached workspace quiet")
+        await worker.wait_for("serving host queue")
+        limits = ", ".join(
+            f"{k.removeprefix('FS_SEARCH_').lower()}={v}" for k, v in HOST_LIMITS.items()
+        )
+        return [
+            await _fairness(
+                bench,
+                worker,
+                "host-queue fairness ratio",
+                quiet="quiet",
+                busy="busy",
+                host=host,
+                note=f"host queue, {limits}",
+                sustained=True,
+            )
+        ]
+    finally:
+        bench.stop(worker)
+
+
+async def _fairness(
+    bench: Bench,
+    fleet: WorkerProc,
+    name: str,
+    *,
+    quiet: str,
+    busy: str,
+    host: str | None = None,
+    note: str = "",
+    sustained: bool = False,
+) -> Row:
+    """A quiet workspace's small grep while ``busy`` floods 64 heavy greps / alone.
+
+    ``sustained``: the flood keeps 64 greps outstanding until every quiet call is measured
+    (each one ended is fired again), so every quiet call meets a standing backlog; otherwise
+    64 are fired once."""
     samples = bench.samples
-    alone = [await bench.grep("w1") for _ in range(samples)]
+
+    async def grep() -> float:
+        return await grep_latency(bench.client, bench.queue, quiet, "needle", host)
+
+    alone = [await grep() for _ in range(samples)]
     flood_spec = Spec(
-        workspace_id="busy", calls=[Call(tool="grep", arguments={"pattern": "match"})]
+        workspace_id=busy, calls=[Call(tool="grep", arguments={"pattern": "match"})], host=host
     )
-    flood = [
-        asyncio.create_task(
-            bench.client.execute_workflow(
+    measured = asyncio.Event()
+    failed: list[str] = []
+
+    async def flooder() -> None:
+        while True:
+            [result] = await bench.client.execute_workflow(
                 CallsWorkflow.run, flood_spec, id=f"flood-{uuid.uuid4()}", task_queue=bench.queue
             )
-        )
-        for _ in range(64)
-    ]
+            if result.is_error:
+                failed.append(result.text)
+            if not sustained or measured.is_set():
+                return
+
+    flood = [asyncio.create_task(flooder()) for _ in range(64)]
     await asyncio.sleep(1.0)
     flooded = []
-    usage = Usage(bench)
+    usage = Usage(bench, fleet)
     for _ in range(samples):
         if all(t.done() for t in flood):
             break
-        flooded.append(await bench.grep("w1"))
+        flooded.append(await grep())
     where = usage.report()
-    done = await asyncio.gather(*flood)
-    if any(r[0].is_error for r in done):
-        raise AssertionError("a flood call failed")
+    measured.set()
+    await asyncio.gather(*flood)
+    if failed:
+        raise AssertionError(f"{len(failed)} flood calls failed: {failed[0][:300]}")
     if len(flooded) < 3:
         raise AssertionError("the flood ended before the quiet calls were measured")
     fair = statistics.median(flooded) / statistics.median(alone)
-    log(f"fairness {fair:.2f}")
-    return [
-        Row(
-            "fairness ratio",
-            fair,
-            "<= 3",
-            fair <= 3,
-            f"{statistics.median(flooded) * 1000:.0f} ms during a 64-grep flood vs "
-            f"{statistics.median(alone) * 1000:.0f} ms alone (n={len(flooded)}/{len(alone)}); "
-            f"CPU during the flood: {where}",
-        )
-    ]
+    log(f"{name} {fair:.2f}")
+    return Row(
+        name,
+        fair,
+        "<= 3",
+        fair <= 3,
+        f"{statistics.median(flooded) * 1000:.0f} ms during a "
+        f"{'sustained ' if sustained else ''}64-grep flood vs "
+        f"{statistics.median(alone) * 1000:.0f} ms alone (n={len(flooded)}/{len(alone)}, "
+        f"max {max(flooded) * 1000:.0f} ms){'; ' + note if note else ''}; "
+        f"CPU during the flood: {where}",
+    )
 
 
 async def per_process_row(bench: Bench, singles: int) -> list[Row]:
@@ -421,15 +513,15 @@ ROW_FUNCTIONS = {
     "attach": attach_row,
     "latency": latency_row,
     "fairness": fairness_row,
+    "host-fairness": host_fairness_row,
 }
 
 
 class Usage:
     """CPU of the dev server, the fleet worker (+ helpers, + rg) and this process, from now."""
 
-    def __init__(self, bench: Bench) -> None:
-        assert bench.fleet is not None
-        self.fleet = bench.fleet
+    def __init__(self, bench: Bench, fleet: WorkerProc) -> None:
+        self.fleet = fleet
         self.server = bench.server.process.pid
         self.started = time.monotonic()
         self.before = self._now()

@@ -38,6 +38,7 @@ class Spec(BaseModel):
     concurrent: bool = False
     # Call through this Nexus endpoint (the fs_search service) instead of activities.
     endpoint: str | None = None
+    host: str | None = None  # the host queue serving the workspace (None: its own queue)
 
 
 class PlainRg(BaseModel):
@@ -49,7 +50,7 @@ class PlainRg(BaseModel):
 
 
 def _tools(spec: Spec, call: Call) -> FsSearchTools:
-    return FsSearchTools(spec.workspace_id, cwd=call.cwd, endpoint=spec.endpoint)
+    return FsSearchTools(spec.workspace_id, cwd=call.cwd, endpoint=spec.endpoint, host=spec.host)
 
 
 @workflow.defn(name="bench.Calls")

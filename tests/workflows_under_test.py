@@ -168,3 +168,23 @@ class MixedCallsWorkflow:
             )
             results.append(await helper.call(name, args, catalogue=EVERY_TOOL))
         return results
+
+
+class ManyKeys(BaseModel):
+    """A model's tool call whose arguments hold ``keys`` unknown names besides ``arguments``
+    (built in the workflow: such an object would not fit a workflow input)."""
+
+    options: Options
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    keys: int = 0
+
+
+@workflow.defn
+class ManyKeysWorkflow:
+    """Dispatches one tool call whose arguments hold many unknown keys."""
+
+    @workflow.run
+    async def run(self, spec: ManyKeys) -> ToolResult:
+        arguments = {**spec.arguments, **{f"unknown_{i}": i for i in range(spec.keys)}}
+        return await spec.options.tools().call(spec.tool, arguments, catalogue=EVERY_TOOL)

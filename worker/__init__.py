@@ -14,6 +14,8 @@ command starts without importing what it does not need.
   the ``fs_search`` Nexus service for callers in other namespaces (``fs-search worker
   --nexus-queue`` does this beside its activities).
 * :class:`SearchError`: a contract failure, e.g. a canned error in a test.
+* :func:`workspace_identity`: which directory a path (or descriptor) names, as results'
+  ``workspace.root`` says it: a co-located tool checks it before following a result's path.
 * :func:`time_skipping_env`, :func:`search_worker`, :func:`canned_activities`: test agent
   workflows offline (``fs_search.worker.testing``; install the ``testing`` extra);
   :func:`service_env`: a dev server with two namespaces and an endpoint, for workflows that
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
         SearchError,
         StorageSettings,
     )
+    from fs_search.activities.identity import workspace_identity
     from fs_search.worker.app import (
         Services,
         build_activities,
@@ -72,6 +75,7 @@ _LAZY = {
     "search_worker": "fs_search.worker.testing",
     "service_env": "fs_search.worker.testing",
     "time_skipping_env": "fs_search.worker.testing",
+    "workspace_identity": "fs_search.activities.identity",
 }
 
 
@@ -100,4 +104,5 @@ __all__ = [
     "service_env",
     "serving_service",
     "time_skipping_env",
+    "workspace_identity",
 ]

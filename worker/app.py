@@ -24,6 +24,7 @@ from fs_search.activities.errors import SearchError
 from fs_search.activities.results import Offload, default_processes
 from fs_search.activities.rg import Executor, default_backstop, for_probe, sandbox_for
 from fs_search.activities.search import RgStatus, SearchActivities
+from fs_search.activities.shown import escaped
 from fs_search.activities.storage import Storage, storage_for
 from fs_search.activities.telemetry import SearchTelemetry
 from fs_search.activities.workspace import Workspace
@@ -87,24 +88,28 @@ class Services:
 
     def activities_for(
         self,
-        workspace: str | os.PathLike[str],
+        workspace: str | os.PathLike[str] | Workspace,
         workspace_id: str | None = None,
         *,
         nice_step: int = 0,
+        host_id: str | None = None,
     ) -> SearchActivities:
-        """The four activities over one workspace, sharing everything else.
+        """The four activities over one workspace (a directory, or a Workspace already
+        opened), sharing everything else.
 
         ``nice_step``: how much nicer rg runs for each further call of the workspace in
-        flight (a workspaces root uses ``search.NICE_STEP``; 0: never changed)."""
+        flight (a workspaces root uses ``search.NICE_STEP``; 0: never changed). ``host_id``:
+        the host results name (default ``FS_SEARCH_HOST_ID`` or the host name)."""
         return SearchActivities(
             self.config,
-            Workspace(workspace),
+            workspace if isinstance(workspace, Workspace) else Workspace(workspace),
             executor=self.executor,
             storage=self.storage,
             rg=self.rg,
             telemetry=self.telemetry.for_workspace(workspace_id),
             offload=self.offload,
             nice_step=nice_step,
+            host_id=host_id or host_id_from_env(),
         )
 
 
@@ -314,7 +319,7 @@ async def run_until_signalled(
             log.info(
                 "fs-search worker for workspace %s (id %s) polling task queue %s on %s, "
                 "namespace %s (identity %s)",
-                activities.workspace.root,
+                escaped(activities.workspace.root),
                 workspace_id,
                 queue,
                 client.service_client.config.target_host,

@@ -4,8 +4,10 @@ Each direct subdirectory whose name is a valid workspace id gets its own ``Worke
 ``fs-search/<id>``; all of them share one rg executor, one set of digest helpers, one
 storage and one :class:`~fs_search.worker.slots.FairSlots` activity slot supplier. A scan
 every ``scan_interval`` seconds attaches new directories and detaches vanished ones, and
-re-attaches one whose name now leads to another directory (an attached workspace keeps
-meaning the directory it attached).
+re-attaches one whose name now leads to another directory. The root is held open: the scan
+resolves each entry beneath it and records which directory it is, attaching opens the entry
+beneath it again and refuses anything else (a name exchanged meanwhile), and every call runs
+only while the entry still leads to that vetted directory.
 
 A queue has one host: before attaching, the fleet asks Temporal who polls the queue
 (:mod:`fs_search.worker.queue_owner`, rate-limited process-wide) and refuses a queue a live
@@ -22,6 +24,7 @@ import logging
 import os
 import re
 import resource
+import stat
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -39,9 +42,13 @@ from temporalio.worker import (
     WorkerTuner,
 )
 
+from fs_search.activities.beneath import Missing, Outside, Tree, Unresolvable
 from fs_search.activities.contract import ID_SYNTAX, host_queue_for, task_queue_for
+from fs_search.activities.identity import Identity
 from fs_search.activities.search import NICE_STEP, SearchActivities
+from fs_search.activities.shown import escaped
 from fs_search.activities.telemetry import INSTRUMENTATION
+from fs_search.activities.workspace import Changed, Workspace
 from fs_search.worker.app import (
     Services,
     maintenance,
@@ -71,7 +78,6 @@ ACCEPTED_SHARE = 4
 RETRY_MIN_S = 10.0
 RETRY_MAX_S = 300.0
 
-Identity = tuple[int, int]
 QueueMode = Literal["workspace", "host", "both"]
 QUEUE_MODES: tuple[QueueMode, ...] = ("workspace", "host", "both")
 
@@ -86,39 +92,59 @@ class Scan:
     skipped: dict[str, str] = field(default_factory=dict)
 
 
-def scan_root(root: str) -> Scan:
+def scan_root(root: str | Tree) -> Scan:
     """The workspaces under ``root``: direct subdirectories named by a valid id.
 
-    Dot-directories and non-directories are ignored. A symlinked subdirectory is resolved
-    and must still lie under ``root`` (a link out of the root, or to the root itself, is
-    skipped); the id is the entry's own name.
+    Dot-directories and non-directories are ignored. Each name is resolved beneath the
+    root's held descriptor (``root`` given as a path is opened for the scan): a symlinked
+    entry is followed inside the root only (a link out of the root, or to the root itself,
+    is skipped, and nothing outside is looked up); the id is the entry's own name.
     """
-    real_root = os.path.realpath(root)
+    if not isinstance(root, Tree):
+        tree = Tree(root)
+        try:
+            return scan_root(tree)
+        finally:
+            tree.close()
     scan = Scan()
-    with os.scandir(real_root) as entries:
-        for entry in entries:
-            name = entry.name
-            if name.startswith("."):
+    listing = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=root.fd)
+    try:
+        with os.scandir(listing) as entries:
+            names = [e.name for e in entries if _may_be_a_directory(e)]
+    finally:
+        os.close(listing)
+    for name in names:
+        if name.startswith("."):
+            continue
+        if not WORKSPACE_ID.fullmatch(name):
+            scan.skipped[name] = "not a valid workspace id ([A-Za-z0-9][A-Za-z0-9._-]{0,127})"
+            continue
+        try:
+            found = root.resolve(name)
+        except Outside:
+            scan.skipped[name] = "a symlink that leads outside the workspaces root"
+            continue
+        except (Unresolvable, Missing):
+            continue  # a loop, a dangling link, or gone while we looked
+        try:
+            if not stat.S_ISDIR(found.st.st_mode):
                 continue
-            try:
-                if not entry.is_dir(follow_symlinks=True):
-                    continue
-            except OSError:
+            if not found.parts:
+                scan.skipped[name] = "a symlink to the workspaces root itself"
                 continue
-            if not WORKSPACE_ID.fullmatch(name):
-                scan.skipped[name] = "not a valid workspace id ([A-Za-z0-9][A-Za-z0-9._-]{0,127})"
-                continue
-            real = os.path.realpath(entry.path)
-            if not real.startswith(real_root + os.sep):
-                scan.skipped[name] = "a symlink that leads outside the workspaces root"
-                continue
-            try:
-                st = os.stat(real)
-            except OSError:
-                continue  # gone while we looked
-            scan.found[name] = real
-            scan.identities[name] = (st.st_dev, st.st_ino)
+            scan.found[name] = os.path.join(root.path, *found.parts)
+            scan.identities[name] = (found.st.st_dev, found.st.st_ino)
+        finally:
+            found.close()
     return scan
+
+
+def _may_be_a_directory(entry: os.DirEntry[str]) -> bool:
+    """A directory or a symlink (the scan resolves links beneath the root itself)."""
+    try:
+        return entry.is_dir(follow_symlinks=False) or entry.is_symlink()
+    except OSError:
+        return False
 
 
 @dataclass
@@ -215,6 +241,8 @@ class Fleet:
         # Detaching lets running calls finish: at most their budget, plus a margin.
         self.drain = timedelta(milliseconds=config.timeout_ms) + timedelta(seconds=5)
         self.attached: dict[str, _Attached] = {}
+        # The root, held from the first scan on: every entry is resolved beneath it.
+        self._root: Tree | None = None
         # Workspaces another host's worker polls: not attached, checked again later.
         self.refused: dict[str, _Refused] = {}
         self._attaching: dict[str, asyncio.Task[None]] = {}
@@ -224,7 +252,14 @@ class Fleet:
         self._warned: set[str] = set()
         self._check_failing = False
         self.identity = identity_for(self.host_id)
-        self.router = HostRouter(self.host_id, self._served)
+        # A workspace holds at most its share of the host queue's calls: as many as its own
+        # queue may, and at least one waiting behind each it runs (so that its next search
+        # is ready when one ends, instead of waiting out a retry delay in Temporal).
+        self.router = HostRouter(
+            self.host_id,
+            self._served,
+            share=min(accepted, max(self.slots.per_workspace, 2 * running_per_workspace)),
+        )
         self.owners = owners or QueueOwners(client, self.host_id)
         self.allow_shared = config.allow_shared_queue
         meter = metrics.get_meter(INSTRUMENTATION)
@@ -254,15 +289,17 @@ class Fleet:
         check passes; a refused one is checked again once its retry time has come.
         """
         try:
-            scan = await asyncio.to_thread(scan_root, self.root)
+            if self._root is None:
+                self._root = Tree(self.root)
+            scan = await asyncio.to_thread(scan_root, self._root)
         except OSError as e:
-            log.warning("cannot scan the workspaces root %s: %s", self.root, e)
+            log.warning("cannot scan the workspaces root %s: %s", escaped(self.root), e)
             return
         self._latest = scan
         for name, reason in scan.skipped.items():
             if name not in self._warned:
                 self._warned.add(name)
-                log.warning("skipping %r under %s: %s", name, self.root, reason)
+                log.warning("skipping %r under %s: %s", name, escaped(self.root), reason)
         self._warned &= set(scan.skipped)
         for workspace_id, attached in list(self.attached.items()):
             path = scan.found.get(workspace_id)
@@ -272,7 +309,7 @@ class Fleet:
                 log.info(
                     "workspace %s now names another directory (%s): attaching that one",
                     workspace_id,
-                    path,
+                    escaped(path),
                 )
                 self.detach(workspace_id)
         for workspace_id in [w for w in self.refused if w not in scan.found]:
@@ -284,23 +321,39 @@ class Fleet:
             refused = self.refused.get(workspace_id)
             if refused and now < refused.retry_at:
                 continue
-            task = asyncio.create_task(self._attach_scanned(workspace_id, path))
+            identity = scan.identities[workspace_id]
+            task = asyncio.create_task(self._attach_scanned(workspace_id, path, identity))
             self._attaching[workspace_id] = task
 
-    async def attach(self, workspace_id: str, path: str) -> bool:
-        """Start polling ``fs-search/<workspace_id>`` for searches of ``path``, unless another
-        host's worker polls it. False: refused, or ``path`` cannot be served."""
-        return await self._attach(workspace_id, path, wanted=lambda: True)
+    async def _attach(
+        self, workspace_id: str, path: str, identity: Identity, *, wanted: Callable[[], bool]
+    ) -> bool:
+        """Open the directory the scan vetted, wait for this process's previous worker on
+        the queue to drain, check the queue, then start, if ``wanted()`` still says so.
 
-    async def _attach(self, workspace_id: str, path: str, *, wanted: Callable[[], bool]) -> bool:
-        """Open the directory, wait for this process's previous worker on the queue to drain,
-        check the queue, then start, if ``wanted()`` still says so."""
+        The entry is opened again beneath the root's held descriptor and attached only if it
+        is still the directory the scan recorded (``identity``): whatever the entry names
+        by the time the scan's answer is acted on (an exchange of names, a link swapped in)
+        is refused, and checked again by the next scan."""
         if workspace_id in self.attached:
             return True
+        assert self._root is not None  # attaching follows a scan
         try:
-            activities = self.services.activities_for(path, workspace_id, nice_step=NICE_STEP)
+            workspace = Workspace.entry(self._root, workspace_id, expected=identity)
+        except Changed as e:
+            log.info(
+                "not attaching workspace %s: %s; the next scan looks again",
+                workspace_id,
+                escaped(e),
+            )
+            return False
+        try:
+            activities = self.services.activities_for(
+                workspace, workspace_id, nice_step=NICE_STEP, host_id=self.host_id
+            )
         except Exception as e:  # noqa: BLE001 - one bad directory must not stop the others
-            log.warning("cannot attach workspace %s (%s): %s", workspace_id, path, e)
+            workspace.close()
+            log.warning("cannot attach workspace %s (%s): %s", workspace_id, escaped(path), e)
             return False
         # Temporal allows one worker per queue and client: a detached one must be gone first.
         previous = self._stopping.get(workspace_id)
@@ -320,12 +373,17 @@ class Fleet:
             return False
         return self._start(workspace_id, path, activities)
 
-    async def _attach_scanned(self, workspace_id: str, path: str) -> None:
-        try:
+    async def _attach_scanned(self, workspace_id: str, path: str, identity: Identity) -> None:
+        def wanted() -> bool:
             # Attach only what the latest scan still finds there.
-            await self._attach(
-                workspace_id, path, wanted=lambda: self._latest.found.get(workspace_id) == path
+            latest = self._latest
+            return (
+                latest.found.get(workspace_id) == path
+                and latest.identities.get(workspace_id) == identity
             )
+
+        try:
+            await self._attach(workspace_id, path, identity, wanted=wanted)
         finally:
             self._attaching.pop(workspace_id, None)
 
@@ -358,8 +416,8 @@ class Fleet:
         self.refused[workspace_id] = _Refused(others, count, time.monotonic() + wait)
         if prior is None or prior.others != others:
             what = (
-                f"refuses to attach workspace {workspace_id} ({path}) and checks again later "
-                f"(in {wait:.0f} s)"
+                f"refuses to attach workspace {workspace_id} ({escaped(path)}) and checks "
+                f"again later (in {wait:.0f} s)"
             )
             log.error("%s", check.refusal(self.identity, self.host_id, what))
         else:
@@ -376,7 +434,10 @@ class Fleet:
         if self.queues == "host":
             self.attached[workspace_id] = _Attached(path, activities, None, None)
             log.info(
-                "attached workspace %s (%s) on host queue %s", workspace_id, path, self.host_queue
+                "attached workspace %s (%s) on host queue %s",
+                workspace_id,
+                escaped(path),
+                self.host_queue,
             )
             return True
         try:
@@ -395,7 +456,7 @@ class Fleet:
             )
         except Exception as e:  # noqa: BLE001 - one queue must not stop the others
             _release(activities)
-            log.warning("cannot attach workspace %s (%s): %s", workspace_id, path, e)
+            log.warning("cannot attach workspace %s (%s): %s", workspace_id, escaped(path), e)
             return False
         self.attached[workspace_id] = _Attached(
             path, activities, worker, asyncio.create_task(worker.run())
@@ -404,7 +465,7 @@ class Fleet:
         log.info(
             "attached workspace %s (%s) on task queue %s%s",
             workspace_id,
-            path,
+            escaped(path),
             task_queue_for(workspace_id),
             f" (no longer polled by {', '.join(sorted(refused.others))})" if refused else "",
         )
@@ -415,7 +476,7 @@ class Fleet:
         attached = self.attached.pop(workspace_id, None)
         if attached is None:
             return
-        log.info("detaching workspace %s (%s)", workspace_id, attached.path)
+        log.info("detaching workspace %s (%s)", workspace_id, escaped(attached.path))
         task = asyncio.create_task(_stop(workspace_id, attached, self.drain.total_seconds()))
         self._draining.add(task)
         self._stopping[workspace_id] = task
@@ -486,6 +547,8 @@ class Fleet:
             self.detach(workspace_id)
         if self._draining:
             await asyncio.gather(*self._draining, return_exceptions=True)
+        if self._root is not None:
+            self._root.close()
 
 
 async def _stop(workspace_id: str, attached: _Attached, drain: float) -> None:
@@ -509,7 +572,7 @@ def _release(activities: SearchActivities) -> None:
     try:
         activities.workspace.close()
     except OSError as e:
-        log.warning("closing workspace %s: %s", activities.workspace.root, e)
+        log.warning("closing workspace %s: %s", escaped(activities.workspace.root), e)
 
 
 OPEN_FILES_WANTED = 65536
@@ -573,7 +636,7 @@ async def serve_root(
             "fs-search worker serving the workspaces under %s on %s, namespace %s "
             "(%d searches at once, %d per workspace; %d calls held, %d per workspace queue; "
             "identity %s)",
-            os.path.realpath(root),
+            escaped(os.path.realpath(root)),
             client.service_client.config.target_host,
             client.namespace,
             services.config.max_concurrent_searches,

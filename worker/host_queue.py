@@ -10,19 +10,32 @@ flooding workspace waits its turn behind a quiet one on the same queue.
 A request naming a workspace this host has not attached fails at once, non-retryable
 SEARCH_FAILED naming the workspace and the host: retrying on the same host queue could only
 reach this same host.
+
+Fairness holds for held calls too (``share``): a workspace holds at most ``share`` glob and
+grep calls of the host queue at once. A poll cannot choose whose task it takes, so a call
+beyond its workspace's share is handed back at once — a retryable ``WORKSPACE_BUSY`` failure
+with a short retry delay (FsSearchTools schedules it again once its attempts are spent, within
+its queueing budget) — and the slot polls again: a flooding workspace's backlog is cycled
+through Temporal instead of filling the host's slots, and another workspace's call behind it
+is taken within moments.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import collections
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from fs_search.activities.contract import (
     GLOB_ACTIVITY,
     GREP_ACTIVITY,
     READ_SPILL_ACTIVITY,
     TOOLS_ACTIVITY,
+    WORKSPACE_BUSY,
     ErrorCode,
     GlobRequest,
     GlobResult,
@@ -38,6 +51,9 @@ from fs_search.activities.errors import SearchError, contract, invalid_argument
 from fs_search.activities.search import SearchActivities
 
 Lookup = Callable[[str], SearchActivities | None]
+# A handed-back call is retried after this many seconds per attempt so far, at most the max.
+BUSY_RETRY_S = 1.0
+BUSY_RETRY_MAX_S = 5.0
 
 
 class HostRouter:
@@ -46,12 +62,21 @@ class HostRouter:
     Args:
         host_id: this host (named in errors).
         lookup: the attached workspace of an id, or None.
+        share: glob and grep calls one workspace may hold at once (None: no limit); a call
+            beyond it is handed back to wait in Temporal (``WORKSPACE_BUSY``).
     """
 
-    def __init__(self, host_id: str, lookup: Lookup) -> None:
+    def __init__(self, host_id: str, lookup: Lookup, *, share: int | None = None) -> None:
         self.host_id = host_id
         self.queue = host_queue_for(host_id)
         self._lookup = lookup
+        self.share = share
+        self._held: collections.Counter[str] = collections.Counter()
+        self.handed_back = 0  # calls handed back to Temporal so far (a workspace at its share)
+
+    def held(self, workspace_id: str) -> int:
+        """glob and grep calls of ``workspace_id`` this router holds now."""
+        return self._held[workspace_id]
 
     def all(self) -> list[object]:
         """Every activity, for ``Worker(activities=...)``."""
@@ -60,12 +85,14 @@ class HostRouter:
     @activity.defn(name=GLOB_ACTIVITY)
     async def glob(self, req: GlobRequest) -> GlobResult:
         """glob in the workspace the request names."""
-        return await (await self._workspace(req.workspace_id)).glob(req)
+        async with self._holding(req.workspace_id) as workspace:
+            return await workspace.glob(req)
 
     @activity.defn(name=GREP_ACTIVITY)
     async def grep(self, req: GrepRequest) -> GrepResult:
         """grep in the workspace the request names."""
-        return await (await self._workspace(req.workspace_id)).grep(req)
+        async with self._holding(req.workspace_id) as workspace:
+            return await workspace.grep(req)
 
     @activity.defn(name=TOOLS_ACTIVITY)
     async def tools(self, req: ToolsRequest | None = None) -> ToolsResult:
@@ -80,6 +107,40 @@ class HostRouter:
 
     async def _workspace(self, workspace_id: str | None) -> SearchActivities:
         return await contract(self._find(workspace_id))
+
+    @contextlib.asynccontextmanager
+    async def _holding(self, workspace_id: str | None) -> AsyncIterator[SearchActivities]:
+        """The named workspace, this call counted in its share while the block runs.
+
+        Raises:
+            ApplicationError: WORKSPACE_BUSY (retryable, benign) when the workspace already
+                holds its share.
+        """
+        workspace = await self._workspace(workspace_id)
+        assert workspace_id is not None  # _find refuses a call naming none
+        held = self._held[workspace_id]
+        if self.share is not None and held >= self.share:
+            self.handed_back += 1
+            raise self._busy(workspace_id, held)
+        self._held[workspace_id] += 1
+        try:
+            yield workspace
+        finally:
+            self._held[workspace_id] -= 1
+            if self._held[workspace_id] <= 0:
+                del self._held[workspace_id]
+
+    def _busy(self, workspace_id: str, held: int) -> ApplicationError:
+        attempt = activity.info().attempt
+        return ApplicationError(
+            f"workspace {workspace_id!r} already has {held} calls held on host "
+            f"{self.host_id!r} (its share of the host's calls); this call waits in Temporal "
+            "and is tried again",
+            type=WORKSPACE_BUSY,
+            non_retryable=False,
+            next_retry_delay=timedelta(seconds=min(BUSY_RETRY_MAX_S, BUSY_RETRY_S * attempt)),
+            category=ApplicationErrorCategory.BENIGN,
+        )
 
     async def _find(self, workspace_id: str | None) -> SearchActivities:
         if workspace_id is None:

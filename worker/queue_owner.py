@@ -54,6 +54,7 @@ from temporalio.client import Client
 
 from fs_search.activities.config import ConfigError, FsSearchConfig
 from fs_search.activities.contract import ID_SYNTAX
+from fs_search.activities.workspace import host_id_of, this_host
 from fs_search.workflows.task_queues import (  # noqa: F401 - re-exported for the checks
     DESCRIBE_TIMEOUT,
     DESCRIBES,
@@ -83,14 +84,12 @@ class QueueTaken(Exception):
         self.queue = queue
 
 
-def _as_host_id(name: str) -> str:
-    cleaned = re.sub(r"[^A-Za-z0-9._-]", "-", name).lstrip("._-")[:128]
-    return cleaned or "host"
+_as_host_id = host_id_of
 
 
 def default_host_id() -> str:
     """The host name, in host-id syntax."""
-    return _as_host_id(socket.gethostname())
+    return this_host()
 
 
 def host_id_from_env(getenv: Callable[[str], str | None] = os.environ.get) -> str:

@@ -36,7 +36,7 @@ from temporalio import nexus
 from temporalio.api.nexus.v1 import EndpointSpec, EndpointTarget
 from temporalio.api.operatorservice.v1 import CreateNexusEndpointRequest
 from temporalio.client import Client
-from temporalio.common import RetryPolicy
+from temporalio.common import Priority, RetryPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
@@ -53,6 +53,7 @@ from fs_search.activities.contract import (
     ToolsRequest,
     ToolsResult,
     error_name,
+    fairness_key_for,
 )
 from fs_search.worker.app import temporal_worker
 from fs_search.workflows.liveness import QueueLiveness, liveness_of
@@ -192,6 +193,10 @@ class FsSearchServiceHandler:
                     non_retryable_error_types=NON_RETRYABLE_ERROR_TYPES,
                 ),
                 summary=summary,
+                # On a host queue, the worker hands calls out round-robin by workspace.
+                priority=Priority(fairness_key=fairness_key_for(call.workspace_id))
+                if call.host is not None
+                else Priority.default,
             )
         except RPCError as e:
             if e.status == RPCStatusCode.UNIMPLEMENTED:

@@ -51,7 +51,8 @@ class FairSlots(CustomSlotSupplier):
         total: tasks running at once across all queues.
         per_workspace: slots one queue may hold at once.
         shared_queues: queues that may hold up to ``total`` (a host queue: all of the host's
-            workspaces share it, and fairness between them is the executor's gate).
+            workspaces share it; its router keeps each to its share of held calls, and the
+            executor's gate takes turns between them for running slots).
     """
 
     total: int

@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         ToolResult,
         ToolSpec,
         ToolsResult,
+        WorkspaceRef,
         host_queue_for,
         task_queue_for,
     )
@@ -76,6 +77,7 @@ __all__ = [
     "ToolResult",
     "ToolSpec",
     "ToolsResult",
+    "WorkspaceRef",
     "host_queue_for",
     "task_queue_for",
 ]

@@ -28,7 +28,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from temporalio.client import ActivityFailureError, Client, WorkflowFailureError
-from temporalio.common import RetryPolicy
+from temporalio.common import Priority, RetryPolicy
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 from temporalio.exceptions import TimeoutType
 from temporalio.service import RPCError, RPCStatusCode
@@ -54,7 +54,12 @@ from fs_search.workflows.service import (
     OPERATION_OF_ACTIVITY,
     schedule_to_close_for,
 )
-from fs_search.workflows.tools import FsSearchTools, map_failure
+from fs_search.workflows.tools import (
+    HANDED_BACK_PAUSE,
+    FsSearchTools,
+    handed_back,
+    map_failure,
+)
 
 log = logging.getLogger(__name__)
 _R = TypeVar("_R")
@@ -150,6 +155,7 @@ class FsSearchClient(FsSearchTools):
                     heartbeat_timeout=self.heartbeat_timeout,
                     retry_policy=config["retry_policy"],
                     summary=summary,
+                    priority=config.get("priority", Priority.default),
                 )
             except RPCError as e:
                 if e.status != RPCStatusCode.UNIMPLEMENTED:
@@ -164,6 +170,12 @@ class FsSearchClient(FsSearchTools):
                 raise
             except ActivityFailureError as e:
                 cause = e.cause
+                if handed_back(e):
+                    # Its workspace holds its share of the host queue: again, shortly.
+                    left = self.queue_timeout - timedelta(seconds=time.monotonic() - first)
+                    if left > timedelta(0):
+                        await asyncio.sleep(min(HANDED_BACK_PAUSE, left).total_seconds())
+                        continue
                 if not (
                     isinstance(cause, TemporalTimeoutError)
                     and cause.type == TimeoutType.SCHEDULE_TO_START

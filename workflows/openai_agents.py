@@ -23,13 +23,25 @@ call it cancels: the workflow closes as cancelled in the task that requests the 
 cancellation, and the worker kills rg when its next heartbeat learns of it (within the
 heartbeat timeout).
 
+A model's arguments nested thousands of levels deep never reach a tool: the Agents SDK
+decodes every call's arguments itself (to tell repeated calls apart) before any tool runs,
+and past ~450 levels that decoding raises ``RecursionError`` in the workflow — a workflow
+task that fails on every retry (openai-agents 0.22.3). Wrap the plugin's model provider with
+:func:`guarded` (``OpenAIAgentsPlugin(model_provider=guarded(OpenAIProvider()))``): it runs
+with the model, in its activity, and withholds tool-call arguments nested deeper than
+``MAX_ARGUMENT_DEPTH`` before the workflow sees them (our tools answer ``Error: the arguments
+are nested too deeply``, other tools get text that is not JSON). Without it, give the agent's
+worker ``workflow_failure_exception_types=[RecursionError]`` so such a run fails at once
+instead of retrying its task forever.
+
 Needs the ``openai-agents`` extra (``pip install "fs-search-temporal[openai-agents]"``).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Awaitable, Callable
+import dataclasses
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from temporalio import workflow
@@ -38,14 +50,21 @@ with workflow.unsafe.imports_passed_through():
     from fs_search.workflows._extras import missing_extra
 
 try:
-    from agents import FunctionTool, RunContextWrapper
+    from agents import FunctionTool, Model, ModelProvider, ModelResponse, RunContextWrapper
 except ModuleNotFoundError as e:
     raise missing_extra(e, adapter=__name__, extra="openai-agents") from e
 
 with workflow.unsafe.imports_passed_through():
     from fs_search.activities.contract import ToolResult, ToolSpec, ToolsResult
     from fs_search.workflows import tools as _tools
-    from fs_search.workflows.tools import FsSearchTools, offered_specs, parse_arguments
+    from fs_search.workflows.tools import (
+        MAX_ARGUMENT_DEPTH,
+        NESTED_TOO_DEEPLY,
+        FsSearchTools,
+        nested_too_deeply,
+        offered_specs,
+        parse_arguments,
+    )
 
 
 def function_tools(tools: FsSearchTools, catalogue: ToolsResult) -> list[FunctionTool]:
@@ -96,4 +115,68 @@ def _invoker(
     return invoke
 
 
-__all__ = ["function_tools", "instructions"]
+def guarded(provider: ModelProvider, *, max_depth: int = MAX_ARGUMENT_DEPTH) -> ModelProvider:
+    """``provider`` with every model's tool calls checked before the workflow sees them.
+
+    A function call whose arguments nest objects or arrays deeper than ``max_depth`` gets
+    ``NESTED_TOO_DEEPLY`` as its arguments instead (text that is not JSON: no tool runs on
+    it; fs-search's tools answer ``Error: the arguments are nested too deeply``). Give it to
+    the plugin, which runs the model in an activity::
+
+        OpenAIAgentsPlugin(model_provider=guarded(OpenAIProvider()))
+
+    Streamed responses are checked in their ``response.output_item.done`` and
+    ``response.completed`` events (what the Agents SDK builds its calls from).
+    """
+    return _GuardedProvider(provider, max_depth)
+
+
+class _GuardedProvider(ModelProvider):
+    def __init__(self, provider: ModelProvider, max_depth: int) -> None:
+        self._provider = provider
+        self._max_depth = max_depth
+
+    def get_model(self, model_name: str | None) -> Model:
+        return _GuardedModel(self._provider.get_model(model_name), self._max_depth)
+
+    async def aclose(self) -> None:
+        await self._provider.aclose()
+
+
+class _GuardedModel(Model):
+    def __init__(self, model: Model, max_depth: int) -> None:
+        self._model = model
+        self._max_depth = max_depth
+
+    async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+        response = await self._model.get_response(*args, **kwargs)
+        output = [self._checked(item) for item in response.output]
+        return dataclasses.replace(response, output=output)
+
+    async def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:  # type: ignore[override]
+        async for streamed in self._model.stream_response(*args, **kwargs):
+            event: Any = streamed
+            kind = getattr(event, "type", None)
+            if kind == "response.output_item.done":
+                event = event.model_copy(update={"item": self._checked(event.item)})
+            elif kind == "response.completed":
+                output = [self._checked(item) for item in event.response.output]
+                response = event.response.model_copy(update={"output": output})
+                event = event.model_copy(update={"response": response})
+            yield event
+
+    async def close(self) -> None:
+        await self._model.close()
+
+    def _checked(self, item: Any) -> Any:
+        arguments = getattr(item, "arguments", None)
+        if (
+            getattr(item, "type", None) == "function_call"
+            and isinstance(arguments, str)
+            and nested_too_deeply(arguments, self._max_depth)
+        ):
+            return item.model_copy(update={"arguments": NESTED_TOO_DEEPLY})
+        return item
+
+
+__all__ = ["MAX_ARGUMENT_DEPTH", "NESTED_TOO_DEEPLY", "function_tools", "guarded", "instructions"]

@@ -11,13 +11,14 @@ import asyncio
 import dataclasses
 import json
 import logging
+import re
 from collections.abc import Mapping
 from datetime import timedelta
 from enum import Enum
 from typing import Any, TypeVar
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import Priority, RetryPolicy
 from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
@@ -37,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
         READ_SPILL_ACTIVITY,
         TOOL_ARGUMENTS,
         TOOLS_ACTIVITY,
+        WORKSPACE_BUSY,
         ArgumentProblem,
         ErrorCode,
         GlobArguments,
@@ -52,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
         ToolSpec,
         ToolsRequest,
         ToolsResult,
+        fairness_key_for,
         host_queue_for,
         task_queue_for,
     )
@@ -86,6 +89,9 @@ LIVENESS_TIMEOUT = timedelta(seconds=15)
 # A Nexus operation's own deadline beyond its backing activity's: the activity's timeouts
 # fire first and say which one it was.
 NEXUS_MARGIN = timedelta(seconds=30)
+# How long a call a host queue handed back (WORKSPACE_BUSY, its retries spent) waits before
+# it is scheduled again.
+HANDED_BACK_PAUSE = timedelta(seconds=2)
 
 
 def with_contract_codes(policy: RetryPolicy) -> RetryPolicy:
@@ -199,6 +205,10 @@ class FsSearchTools:
         )
         if summary:
             config["summary"] = summary
+        if self.host is not None:
+            # One host queue serves many workspaces: a server with task-queue fairness
+            # dispatches them round-robin (the priority itself stays the workflow's).
+            config["priority"] = Priority(fairness_key=fairness_key_for(self.workspace_id))
         return config
 
     # --- model tool calls ------------------------------------------------------------
@@ -310,7 +320,8 @@ class FsSearchTools:
         An available catalogue is remembered: ``call`` then dispatches the tools it offers.
         """
         which = ToolsRequest(workspace_id=self.workspace_id) if self.host is not None else None
-        fetched = await self._execute(TOOLS_ACTIVITY, which, ToolsResult, "fs_search tools")
+        summary = "fs_search tools" + (f" @ {self.workspace_id}" if which is not None else "")
+        fetched = await self._execute(TOOLS_ACTIVITY, which, ToolsResult, summary)
         if isinstance(fetched, ToolResult):
             failed = fetched
             return ToolsResult(
@@ -365,7 +376,9 @@ class FsSearchTools:
 
         A call no worker took within the schedule-to-start timeout is checked once: with
         a live poller on the queue (a full worker) it is scheduled again, within what is
-        left of the queueing budget; with none it is SEARCH_FAILED naming the workspace."""
+        left of the queueing budget; with none it is SEARCH_FAILED naming the workspace. A
+        call a host queue handed back (its workspace held its share: WORKSPACE_BUSY) is
+        scheduled again the same way."""
         if self.endpoint is not None:
             return await self._execute_nexus(activity_name, arg, result_type, summary)
         first = workflow.now()
@@ -382,6 +395,16 @@ class FsSearchTools:
             except (ActivityError, asyncio.CancelledError) as e:
                 if _workflow_cancelled():
                     raise
+                if handed_back(e):
+                    # Its workspace holds its share of the host: wait off the queue a moment
+                    # (a flood's calls cycling through the queue would delay everyone's).
+                    left = self.queue_timeout - (workflow.now() - first)
+                    if left > timedelta(0):
+                        await workflow.sleep(min(HANDED_BACK_PAUSE, left))
+                        continue
+                    return self._unserved(
+                        QueueLiveness(queue=self.task_queue, polled=True), self.queue_timeout
+                    )
                 if not _not_picked_up(e):
                     return map_failure(e, workspace_id=self.workspace_id, queue=self.task_queue)
             liveness = await self._liveness()
@@ -424,6 +447,13 @@ class FsSearchTools:
             except (NexusOperationError, asyncio.CancelledError) as e:
                 if _workflow_cancelled():
                     raise
+                if handed_back(e):
+                    # As on the activity route: off the queue a moment, then again.
+                    left = self.queue_timeout - (workflow.now() - first)
+                    if left > timedelta(0):
+                        await workflow.sleep(min(HANDED_BACK_PAUSE, left))
+                        check = False
+                        continue
                 if not _not_picked_up(e):
                     return map_failure(e, workspace_id=self.workspace_id, queue=call.task_queue())
             waited = workflow.now() - first
@@ -608,11 +638,45 @@ def _ms(span: timedelta | None) -> int | None:
     return None if span is None else int(span.total_seconds() * 1000)
 
 
+def handed_back(error: BaseException) -> bool:
+    """Whether a host queue handed the call back: its workspace held its share of the host."""
+    cause = failure_cause(error)
+    return isinstance(cause, ApplicationError) and cause.type == WORKSPACE_BUSY
+
+
 def _seconds(span: timedelta) -> str:
     seconds = span.total_seconds()
     if seconds < 120:
         return f"{seconds:.0f} s"
     return f"{seconds / 60:.1f} min"
+
+
+# How deep a model's tool-call arguments may nest (objects and arrays): no tool schema needs
+# more, and deeper JSON makes decoders recurse (the OpenAI Agents SDK's own decoding fails the
+# workflow task past ~450 levels). A framework guard replaces deeper arguments with
+# NESTED_TOO_DEEPLY (not JSON, so no tool runs on it), which parse_arguments answers.
+MAX_ARGUMENT_DEPTH = 100
+NESTED_TOO_DEEPLY = (
+    f"(arguments nested deeper than {MAX_ARGUMENT_DEPTH} levels, withheld by fs-search's guard)"
+)
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def nested_too_deeply(arguments: str, limit: int = MAX_ARGUMENT_DEPTH) -> bool:
+    """Whether JSON text nests objects/arrays deeper than ``limit`` (strings skipped; linear,
+    no recursion, whatever the text)."""
+    if arguments.count("[") + arguments.count("{") <= limit:
+        return False
+    depth = 0
+    for match in _BRACKET.finditer(_STRING.sub("", arguments)):
+        if match.group() in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        else:
+            depth = max(depth - 1, 0)
+    return False
 
 
 def parse_arguments(arguments: str | bytes | bytearray) -> dict[str, Any] | ToolResult:
@@ -625,6 +689,8 @@ def parse_arguments(arguments: str | bytes | bytearray) -> dict[str, Any] | Tool
     try:
         if not arguments.strip():
             return {}
+        if arguments == NESTED_TOO_DEEPLY:
+            raise RecursionError(arguments)
         parsed = json.loads(arguments)
     except json.JSONDecodeError as e:
         return ToolResult.failure(ErrorCode.INVALID_ARGUMENT, f"the arguments are not JSON: {e}")

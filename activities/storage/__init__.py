@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from fs_search.activities.storage._attempt import time_left
 from fs_search.activities.storage._files import FileSpillStore, LocalDirectoryDriver
-from fs_search.activities.storage._keys import SpillFailed, SpillKey
+from fs_search.activities.storage._keys import SpillFailed, SpillKey, directory_owner
 from fs_search.activities.storage._saving import Saver, spill_workspace
 from fs_search.activities.storage._storage import (
     DEFAULT_PAYLOAD_THRESHOLD,
@@ -57,6 +57,7 @@ __all__ = [
     "SpillStore",
     "Storage",
     "client_kwargs",
+    "directory_owner",
     "local_storage",
     "open_storage",
     "spill_workspace",

@@ -74,6 +74,27 @@ class SpillKey:
         return _segment(self.workspace) == _segment(workspace)
 
 
+# The identity of the directory a spill was made in ends its key's workspace segment:
+# ``<workspace>--<32 hex digits>`` (identity.workspace_identity), so a locator made in one
+# directory names no artifact of a directory re-created at the same path.
+_ROOT_DIGITS = 32
+_HEX = frozenset("0123456789abcdef")
+
+
+def directory_owner(workspace: str, root: str) -> str:
+    """The owner of the artifacts saved by ``workspace`` while its path names the
+    directory whose identity is ``root``."""
+    return f"{workspace}--{root}"
+
+
+def _owner_parts(owner: str) -> tuple[str, str | None]:
+    """``(workspace, root)`` of a key's owner; root None when it names no directory."""
+    base, dot, root = owner.rpartition("--")
+    if dot and len(root) == _ROOT_DIGITS and set(root) <= _HEX:
+        return base, root
+    return owner, None
+
+
 def _saved_before_workspaces(relpath: str) -> bool:
     """Whether ``relpath`` is an artifact name of the earlier layout, which had no workspace:
     ``<workflow id>/<run id>/<activity id>.<tool>.txt``."""
@@ -117,11 +138,7 @@ def artifact_key(
         key = SpillKey.from_relpath(relpath)
         if key is not None:
             if workspace is not None and not key.belongs_to(workspace):
-                raise invalid_argument(
-                    f"locator {locator!r} names a spill artifact of another workspace: "
-                    "read_spill reads only the results of searches on this workspace (pass a "
-                    "locator exactly as a search on this workspace gave it)"
-                )
+                raise _not_ours(locator, key, workspace)
             return key
         if _saved_before_workspaces(relpath):
             raise invalid_argument(
@@ -130,6 +147,30 @@ def artifact_key(
                 "again for a new locator)"
             )
     raise not_an_artifact(locator)
+
+
+def _not_ours(locator: str, key: SpillKey, owner: str) -> SearchError:
+    """INVALID_ARGUMENT for an artifact of another workspace, or of another directory of
+    this one."""
+    theirs, their_root = _owner_parts(key.workspace)
+    mine, _ = _owner_parts(owner)
+    if _segment(theirs) != _segment(mine):
+        return invalid_argument(
+            f"locator {locator!r} names a spill artifact of another workspace: "
+            "read_spill reads only the results of searches on this workspace (pass a "
+            "locator exactly as a search on this workspace gave it)"
+        )
+    if their_root is None:
+        return invalid_argument(
+            f"locator {locator!r} names a spill artifact saved before artifacts were kept "
+            "per directory: it cannot be tied to the workspace's directory and is not read "
+            "(run the search again for a new locator)"
+        )
+    return invalid_argument(
+        f"locator {locator!r} names a spill artifact made in another directory than the "
+        "one this workspace's path names now (it was removed or replaced since): it is not "
+        "read (run the search again for a new locator)"
+    )
 
 
 def not_an_artifact(locator: str) -> SearchError:

@@ -50,9 +50,17 @@ class Saver:
         self.workspace = workspace
 
     async def spill(
-        self, tool: str, progress: Progress, text: str | bytes | bytearray
+        self,
+        tool: str,
+        progress: Progress,
+        text: str | bytes | bytearray,
+        *,
+        owner: str | None = None,
     ) -> tuple[SpillRef | None, str | None, results.SpillNote]:
         """Save the complete result; a failing store is reported, never raised.
+
+        ``owner``: whose artifact it is (``directory_owner``: the workspace and the directory
+        the call ran in); default the Saver's ``workspace``.
 
         Bounded by the running attempt's deadline (less :data:`SAVE_MARGIN_S`, for the
         page and the result), and by :data:`SPILL_TIMEOUT_S`: a slow store costs the spill,
@@ -69,7 +77,7 @@ class Saver:
                 if limit <= 0:
                     raise SpillFailed(NO_TIME_TO_SAVE)
                 async with asyncio.timeout(limit):
-                    ref = await self.store.save(spill_key(tool, self.workspace), text)
+                    ref = await self.store.save(spill_key(tool, owner or self.workspace), text)
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # noqa: BLE001 - any store failure degrades to spill_error

@@ -8,6 +8,7 @@ import contextlib
 import dataclasses
 import os
 import re
+import shutil
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -196,9 +197,48 @@ async def test_two_unnamed_workspaces_sharing_a_store_keep_their_spills_apart(tm
     assert a.telemetry.workspace_id == b.telemetry.workspace_id == SearchTelemetry().workspace_id
     mine, theirs = await _spill(a), await _spill(b)
     segment = (mine.removeprefix(shared.where + "/")).split("/")[0]
-    assert re.fullmatch(r"_unnamed-[0-9a-f]{16}", segment), mine
-    assert segment == spill_workspace(UNLABELLED, a.workspace.root) and mine != theirs
+    assert re.fullmatch(r"_unnamed-[0-9a-f]{16}--[0-9a-f]{32}", segment), mine
+    assert segment.startswith(spill_workspace(UNLABELLED, a.workspace.root) + "--")
+    assert mine != theirs
     assert await _read(a, mine) == "x-0.txt\nx-1.txt\nx-2.txt\nx-3.txt\nx-4.txt"
     with pytest.raises(ApplicationError) as info:
         await _read(b, mine)
     assert info.value.type == "INVALID_ARGUMENT"
+
+
+async def test_a_spill_of_a_directory_re_created_since_is_refused_unread(tmp_path, shared):
+    """Spills belong to the directory: workspace a re-created at its path (rm -rf, mkdir)
+    between a spill and its read gets INVALID_ARGUMENT for the old locator, and the store is
+    not touched; the new directory's own spills are read. Moved away and back, a directory
+    reads its spills again (the same directory)."""
+    (a,) = await _workspaces(tmp_path, shared, "a")
+    old = await _spill(a)
+    ws = tmp_path / "root" / "a"
+    ws.rename(tmp_path / "away")
+    (tmp_path / "away").rename(ws)
+    assert await _read(a, old) == "a-0.txt\na-1.txt\na-2.txt\na-3.txt\na-4.txt"
+    shutil.rmtree(ws)
+    write_tree(ws, {f"new-{i}.txt": "x" for i in range(5)})
+    async with shared.touched() as touched:
+        with pytest.raises(ApplicationError) as info:
+            await _read(a, old)
+    assert touched == [], touched
+    assert info.value.type == "INVALID_ARGUMENT" and info.value.non_retryable
+    assert "made in another directory" in info.value.message, info.value.message
+    new = await _spill(a)
+    assert new != old
+    assert await _read(a, new) == "new-0.txt\nnew-1.txt\nnew-2.txt\nnew-3.txt\nnew-4.txt"
+
+
+async def test_a_spill_read_while_the_workspace_is_moved_away_is_refused_unread(tmp_path, shared):
+    """The workspace's path names nothing: read_spill says the workspace cannot be read and
+    touches no artifact."""
+    (a,) = await _workspaces(tmp_path, shared, "a")
+    locator = await _spill(a)
+    (tmp_path / "root" / "a").rename(tmp_path / "away")
+    async with shared.touched() as touched:
+        with pytest.raises(ApplicationError) as info:
+            await _read(a, locator)
+    assert touched == [], touched
+    assert info.value.type == "SEARCH_FAILED"
+    assert "the workspace cannot be read" in info.value.message

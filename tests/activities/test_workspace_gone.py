@@ -53,8 +53,12 @@ async def _failure(method, req) -> ApplicationError:
     return raised.value
 
 
+def _rename_away(ws: Path) -> None:
+    ws.rename(ws.with_name("elsewhere"))
+
+
 @pytest.mark.parametrize(
-    "how", [_remove, _replace_by_a_file, _replace_by_a_directory], ids=lambda f: f.__name__
+    "how", [_remove, _replace_by_a_file, _rename_away], ids=lambda f: f.__name__
 )
 @pytest.mark.parametrize(
     "req", REQUESTS, ids=["grep", "grep-file", "grep-cwd", "glob", "glob-path"]
@@ -96,10 +100,33 @@ async def test_a_workspace_removed_while_rg_runs_cannot_be_read(tmp_path, make_a
     assert GONE in raised.value.message, raised.value.message
 
 
-async def test_a_renamed_workspace_is_still_searched(tmp_path, make_activities):
-    """Held by descriptor: a new name for the same directory changes nothing."""
+async def test_a_workspace_renamed_away_and_back_is_refused_then_served(tmp_path, make_activities):
+    """Each call runs in the directory the workspace's path names: renamed away, nothing is
+    searched (the held directory is not, under its new name); back again, it is served as
+    the same directory (same identity)."""
     ws = write_tree(tmp_path / "ws", {"a.txt": "needle\n"})
     acts = await make_activities(ws)
+    before = await ActivityEnvironment().run(acts.grep, GrepRequest(pattern="needle"))
     ws.rename(tmp_path / "elsewhere")
-    result = await ActivityEnvironment().run(acts.grep, GrepRequest(pattern="needle"))
-    assert [m.path for m in result.matches] == ["a.txt"]
+    away = await _failure(acts.grep, GrepRequest(pattern="needle"))
+    (tmp_path / "elsewhere").rename(ws)
+    back = await ActivityEnvironment().run(acts.grep, GrepRequest(pattern="needle"))
+    assert GONE in away.message and away.type == "SEARCH_FAILED", away.message
+    assert [m.path for m in back.matches] == ["a.txt"]
+    assert back.workspace == before.workspace and back.workspace.root
+
+
+async def test_a_workspace_re_created_at_its_path_is_served_as_a_new_directory(
+    tmp_path, make_activities
+):
+    """Removed and re-created (or another directory moved in): the next call searches the new
+    directory, and its result names a new identity (the old one is gone for good)."""
+    ws = write_tree(tmp_path / "ws", {"a.txt": "needle in the first\n"})
+    acts = await make_activities(ws)
+    first = await ActivityEnvironment().run(acts.grep, GrepRequest(pattern="needle"))
+    _replace_by_a_directory(ws)
+    second = await ActivityEnvironment().run(acts.grep, GrepRequest(pattern="needle"))
+    assert [m.line for m in first.matches] == ["needle in the first"]
+    assert [m.line for m in second.matches] == ["needle in another directory"]
+    assert first.workspace.id == second.workspace.id
+    assert first.workspace.root != second.workspace.root

@@ -29,3 +29,18 @@ def test_long_or_multiline_patterns_fit_in_200_bytes_on_one_line(pattern):
 def test_huge_path_still_fits():
     """Even a huge path is cut to fit."""
     assert len(summary("glob", "*", "p" * 1000).encode()) <= SUMMARY_MAX_BYTES
+
+
+def test_a_host_routed_call_names_its_workspace_whatever_the_rest():
+    """On a host queue the summary is the UI's only mention of the workspace: it is kept
+    whole, the pattern and path shortened around it."""
+    from fs_search.activities.contract import GrepRequest, ReadSpillRequest
+    from fs_search.workflows.summaries import summary_of
+
+    wid = "w" * 128
+    assert summary("grep", "TODO", "src", workspace="ws-1") == 'grep "TODO" in src @ ws-1'
+    long = summary_of(GrepRequest(pattern="x" * 5000, path="p" * 1000, workspace_id=wid))
+    assert long.endswith(f" @ {wid}") and len(long.encode()) <= SUMMARY_MAX_BYTES
+    spill = summary_of(ReadSpillRequest(locator="s3://b/" + "k" * 300, workspace_id=wid))
+    assert spill.endswith(f" @ {wid}") and len(spill.encode()) <= SUMMARY_MAX_BYTES
+    assert summary_of(GrepRequest(pattern="TODO")) == 'grep "TODO"'

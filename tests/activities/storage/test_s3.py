@@ -16,7 +16,8 @@ from temporalio.testing import ActivityEnvironment
 from fs_search.activities.catalogue import READ_SPILL_PROMPT
 from fs_search.activities.contract import GlobRequest, GrepRequest, ReadSpillRequest
 from fs_search.activities.errors import SearchError
-from fs_search.activities.storage import SpillKey
+from fs_search.activities.identity import workspace_identity
+from fs_search.activities.storage import SpillKey, directory_owner
 from fs_search.activities.storage._s3 import S3SpillStore
 from fs_search.activities.storage._s3_client import client_kwargs
 from fs_search.worker.app import maintenance
@@ -96,7 +97,8 @@ async def test_retry_overwrites_its_artifact(s3, tmp_path, make_activities):
     assert first.spill.locator == second.spill.locator
     key = second.spill.locator.removeprefix(f"s3://{s3.bucket}/")
     assert await s3.keys(store.prefix + "/") == [key]
-    assert key.split("/")[1:] == [_segment(acts.spill_workspace), "wf-1", "run-1", "7.glob.txt"]
+    owner = directory_owner(acts.spill_workspace, second.workspace.root)
+    assert key.split("/")[1:] == [_segment(owner), "wf-1", "run-1", "7.glob.txt"]
     page = await env.run(acts.read_spill, ReadSpillRequest(locator=second.spill.locator))
     assert page.total_lines == 7
 
@@ -111,7 +113,7 @@ async def test_keys_never_carry_model_input(s3, many, make_activities):
     key = r.spill.locator.removeprefix(f"s3://{s3.bucket}/")
     assert key.startswith(store.prefix + "/") and "needle" not in key
     assert key.split("/")[1:] == [
-        _segment(acts.spill_workspace),
+        _segment(directory_owner(acts.spill_workspace, r.workspace.root)),
         "%2E%2E%2F%2E%2E%2Fevil%2F%2E%2E",
         "test-run",
         "a%2Fb.grep.txt",
@@ -122,6 +124,7 @@ async def test_locator_confinement(s3, many, make_activities):
     """Locators outside the configured bucket/prefix are INVALID_ARGUMENT; a missing one fails."""
     store = _store(s3)
     acts = await make_activities(many, store=store)
+    owner = directory_owner(acts.spill_workspace, workspace_identity(many))
     bad = [
         f"s3://other-bucket/{store.prefix}/x.txt",
         f"s3://{s3.bucket}/another-prefix/x.txt",
@@ -137,9 +140,7 @@ async def test_locator_confinement(s3, many, make_activities):
     with pytest.raises(ApplicationError) as info:
         await ActivityEnvironment().run(
             acts.read_spill,
-            ReadSpillRequest(
-                locator=f"s3://{s3.bucket}/{store.prefix}/{acts.spill_workspace}/wf/run/9.grep.txt"
-            ),
+            ReadSpillRequest(locator=f"s3://{s3.bucket}/{store.prefix}/{owner}/wf/run/9.grep.txt"),
         )
     assert info.value.type == "SEARCH_FAILED" and "expired" in info.value.message
 
@@ -203,7 +204,8 @@ async def test_bucket_without_prefix_reads_only_its_own_artifacts(s3, many, make
     store = S3SpillStore.from_url(f"s3://{bucket}", endpoint_url=s3.endpoint_url)
     acts = await make_activities(many, store=store, glob_max_results=5)
     # The artifact shape in this workspace and another, but not written by the store.
-    foreign[f"{_segment(acts.spill_workspace)}/a/b/1.glob.txt"] = "OTHER"
+    owner = directory_owner(acts.spill_workspace, workspace_identity(many))
+    foreign[f"{_segment(owner)}/a/b/1.glob.txt"] = "OTHER"
     foreign["w/a/b/1.glob.txt"] = "OTHER"
     await _put(s3, bucket, foreign, create=True)
     r = await ActivityEnvironment().run(acts.glob, GlobRequest(pattern="*.txt"))

@@ -13,7 +13,8 @@ from temporalio.testing import ActivityEnvironment
 
 from fs_search.activities.contract import GlobRequest, GrepRequest, ReadSpillRequest
 from fs_search.activities.errors import SearchError
-from fs_search.activities.storage import FileSpillStore, SpillKey
+from fs_search.activities.identity import workspace_identity
+from fs_search.activities.storage import FileSpillStore, SpillKey, directory_owner
 from fs_search.activities.storage._s3 import S3SpillStore
 from fs_search.worker.processes import free_port
 from tests.conftest import AWS_ENV
@@ -108,7 +109,8 @@ async def test_read_spill_with_s3_down_names_no_endpoint(tmp_path, make_activiti
     port = free_port()
     store = S3SpillStore(BUCKET, "spill", endpoint_url=f"http://127.0.0.1:{port}")
     acts = await make_activities(ws, store=store)
-    key = SpillKey("wf", "run", "1", "glob", workspace=acts.spill_workspace)
+    owner = directory_owner(acts.spill_workspace, workspace_identity(ws))
+    key = SpillKey("wf", "run", "1", "glob", workspace=owner)
     locator = f"s3://{BUCKET}/spill/{key.relpath()}"
     with pytest.raises(ApplicationError) as info:
         await ActivityEnvironment().run(acts.read_spill, ReadSpillRequest(locator=locator))

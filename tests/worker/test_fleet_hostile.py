@@ -1,0 +1,263 @@
+"""Hostile tenants on one host (issue 34), through a real Fleet, the dev server and rg: a root
+entry exchanged with a link outside while the fleet scans, names that would forge log lines,
+and a flooding workspace on a host queue."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from temporalio.worker import Worker
+
+from fs_search.activities.beneath import Tree
+from fs_search.activities.config import FsSearchConfig
+from fs_search.activities.storage import local_storage
+from fs_search.activities.workspace import Changed, Workspace
+from fs_search.worker.app import build_services
+from fs_search.worker.fleet import Fleet, scan_root
+from tests.helpers import sparse_file, write_tree
+from tests.procs import WorkerProcess
+from tests.workflows_under_test import Calls, CallsWorkflow, ConcurrentCallsWorkflow, Options
+
+CANARY = "the-canary-outside"
+
+# Exchanges ``root/<name>`` and ``root/.swap`` (renameat2 RENAME_EXCHANGE) until killed: one
+# is the workspace directory, the other a symlink to a directory outside the root.
+SWAPPER = """
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+root = os.open(sys.argv[1], os.O_PATH | os.O_DIRECTORY)
+a, b = sys.argv[2].encode(), b".swap"
+while True:
+    if libc.renameat2(root, a, root, b, 2) != 0:  # RENAME_EXCHANGE
+        sys.exit(f"renameat2: {os.strerror(ctypes.get_errno())}")
+    time.sleep(0.0005)
+"""
+
+
+@contextlib.contextmanager
+def _swapping(root: Path, name: str):
+    """A process exchanging ``root/name`` with ``root/.swap`` as fast as it can."""
+    proc = subprocess.Popen(
+        [sys.executable, "-I", "-c", SWAPPER, str(root), name],
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        yield proc
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+
+@contextlib.asynccontextmanager
+async def _host_fleet(dev_env, root: Path, spill: Path, *, scan_interval: float, **settings):
+    """A Fleet over ``root`` serving its host queue, and a workflow worker's queue."""
+    settings.setdefault("sample_over_cap_glob_results", False)
+    config = FsSearchConfig.load(getenv=lambda _: None, overrides=settings)
+    services = await build_services(config, storage=local_storage(spill))
+    fleet = Fleet(
+        dev_env.client,
+        services,
+        root,
+        scan_interval=scan_interval,
+        host_id=f"host-{uuid.uuid4().hex[:8]}",
+        queues="host",
+    )
+    stop = asyncio.Event()
+    queue = f"wf-{uuid.uuid4()}"
+    running = asyncio.create_task(fleet.run(stop))
+    try:
+        async with Worker(
+            dev_env.client, task_queue=queue, workflows=[CallsWorkflow, ConcurrentCallsWorkflow]
+        ):
+            yield fleet, queue
+    finally:
+        stop.set()
+        await asyncio.wait_for(running, 60)
+        await services.executor.kill_all()
+        services.offload.shutdown()
+
+
+async def test_an_entry_exchanged_with_a_link_outside_never_serves_the_outside(dev_env, tmp_path):
+    """``root/victim`` and a symlink to a directory outside the root swap places about a
+    thousand times a second while the fleet scans every 50 ms and four callers grep the
+    workspace for 20 s: no answer holds a byte of the outside directory, and the directory
+    itself is still served (the run is not vacuous)."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    write_tree(root / "victim", {"own.txt": "own words\n"})
+    write_tree(outside, {"canary.txt": f"{CANARY} words\n"})
+    os.symlink(outside, root / ".swap")
+    async with _host_fleet(dev_env, root, tmp_path / "spill", scan_interval=0.05) as (fleet, wq):
+        options = Options(workspace_id="victim", host=fleet.host_id, timeout_ms=10_000)
+        batch = Calls(options=options, calls=[("grep", {"pattern": "words"})] * 10)
+        answers: list[str] = []
+        deadline = time.monotonic() + 20
+
+        async def caller() -> None:
+            while time.monotonic() < deadline:
+                results = await dev_env.client.execute_workflow(
+                    CallsWorkflow.run, batch, id=f"race-{uuid.uuid4()}", task_queue=wq
+                )
+                answers.extend(r.text for r in results)
+
+        with _swapping(root, "victim") as swapper:
+            await asyncio.gather(*(caller() for _ in range(4)))
+            assert swapper.poll() is None, swapper.stderr.read() if swapper.stderr else ""
+    leaked = [a for a in answers if CANARY in a]
+    served = [a for a in answers if "own words" in a]
+    print(f"{len(answers)} answers, {len(served)} served, {len(leaked)} leaked")
+    assert not leaked, f"{len(leaked)} of {len(answers)} answers read outside: {leaked[0]}"
+    assert len(served) >= 20, f"only {len(served)} of {len(answers)} answers were served"
+
+
+FORGED = "FORGED fs_search.worker.fleet: attached workspace admin"
+
+
+async def test_names_that_would_forge_log_lines_reach_the_log_escaped(dev_env, tmp_path):
+    """A valid id linking to a sibling whose name holds a newline and ANSI escapes: the real
+    worker's log names the linked path escaped (no forged line, no escape byte), attaching,
+    serving and detaching it."""
+    root = tmp_path / "root"
+    evil = f"evil\n{FORGED}\x1b[2J\x1b]0;owned\x07\u2028"
+    write_tree(root / evil, {"a.txt": "needle\n"})
+    os.symlink(evil, root / "alias")
+    address = dev_env.client.service_client.config.target_host
+    worker = WorkerProcess(root, address, None, ready_timeout=90)
+    queue = f"wf-{uuid.uuid4()}"
+    try:
+        await _until(lambda: "attached workspace alias" in worker.log(), 60)
+        async with Worker(dev_env.client, task_queue=queue, workflows=[CallsWorkflow]):
+            [found] = await dev_env.client.execute_workflow(
+                CallsWorkflow.run,
+                Calls(
+                    options=Options(workspace_id="alias"), calls=[("grep", {"pattern": "x|needle"})]
+                ),
+                id=f"log-{uuid.uuid4()}",
+                task_queue=queue,
+            )
+        os.unlink(root / "alias")
+        await _until(lambda: "detached workspace alias" in worker.log(), 60)
+    finally:
+        worker.terminate(60)
+    log = worker.log()
+    assert not found.is_error and found.result.total == 1, found.text
+    assert "detaching workspace alias" in log
+    for line in log.splitlines():
+        assert not line.startswith("FORGED"), line
+    assert "\x1b" not in log and "\x07" not in log and "\u2028" not in log
+    assert "evil\\x0aFORGED" in log  # the name is there, escaped
+
+
+async def _until(predicate, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.1)
+
+
+async def test_a_flood_holds_only_its_share_of_a_host_queue(dev_env, tmp_path):
+    """A host queue at small limits (2 searches at once, 1 per workspace, 4 calls held): A
+    fires 16 greps of 1.5 s each, then B one small grep. B answers within seconds — A holds
+    at most its share of the held calls, so B's call is taken at once instead of waiting in
+    Temporal behind A's backlog — and every call of A's still runs."""
+    root = tmp_path / "root"
+    sparse_file(root / "flood" / "huge.bin", gigabytes=20)
+    write_tree(root / "quiet", {"q.txt": "quiet\n"})
+    settings = {
+        "max_concurrent_searches": 2,
+        "max_concurrent_per_workspace": 1,
+        "max_queued_searches": 4,
+    }
+    async with _host_fleet(dev_env, root, tmp_path / "spill", scan_interval=0.2, **settings) as (
+        fleet,
+        wq,
+    ):
+        await _until(lambda: {"flood", "quiet"} <= set(fleet.attached), 30)
+        host = fleet.host_id
+        flood_calls = [("grep", {"pattern": "x", "path": "huge.bin"})] * 16
+        flood_started = time.monotonic()
+        flood = asyncio.create_task(
+            dev_env.client.execute_workflow(
+                ConcurrentCallsWorkflow.run,
+                Calls(
+                    options=Options(workspace_id="flood", host=host, timeout_ms=1500),
+                    calls=flood_calls,
+                ),
+                id=f"flood-{uuid.uuid4()}",
+                task_queue=wq,
+            )
+        )
+        gate = fleet.services.executor.gate
+        await _until(lambda: gate.running_for("flood") >= 1, 30)
+        await asyncio.sleep(2)  # the backlog is queued by now
+        started = time.monotonic()
+        [quiet] = await dev_env.client.execute_workflow(
+            CallsWorkflow.run,
+            Calls(
+                options=Options(workspace_id="quiet", host=host, queue_ms=60_000),
+                calls=[("grep", {"pattern": "quiet"})],
+            ),
+            id=f"quiet-{uuid.uuid4()}",
+            task_queue=wq,
+        )
+        quiet_s = time.monotonic() - started
+        flooded = await flood
+        flood_s = time.monotonic() - flood_started
+    print(
+        f"quiet grep under the flood: {quiet_s:.2f} s; flood of 16: {flood_s:.1f} s, "
+        f"{fleet.router.handed_back} calls handed back"
+    )
+    assert not quiet.is_error and quiet.result.total == 1, quiet.text
+    assert quiet_s < 4, quiet_s
+    # The flood's calls all ran to their budget (none refused, none lost).
+    assert len(flooded) == 16
+    assert all(r.error and r.error.code == "SEARCH_ABORTED" for r in flooded), [
+        r.text for r in flooded if not (r.error and r.error.code == "SEARCH_ABORTED")
+    ]
+
+
+def test_an_entry_exchanged_after_the_scan_is_not_attached(tmp_path):
+    """Deterministically, the race's two steps: the scan records `victim`'s directory, the
+    names are exchanged, and attaching (opening the entry beneath the held root) refuses it;
+    exchanged back, it attaches, and a call then serves it only while it is that directory."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    write_tree(root / "victim", {"own.txt": "own\n"})
+    write_tree(outside, {"canary.txt": "canary\n"})
+    os.symlink(outside, root / ".swap")
+    held = Tree(root)
+    try:
+        scan = scan_root(held)
+        vetted = scan.identities["victim"]
+        _exchange(root, "victim", ".swap")
+        with pytest.raises(Changed):
+            Workspace.entry(held, "victim", expected=vetted)
+        _exchange(root, "victim", ".swap")
+        workspace = Workspace.entry(held, "victim", expected=vetted)
+        with workspace.held() as tree:
+            assert tree.identity == vetted
+        _exchange(root, "victim", ".swap")
+        assert not workspace.readable()
+        workspace.close()
+    finally:
+        held.close()
+
+
+def _exchange(root: Path, a: str, b: str) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(root, os.O_PATH | os.O_DIRECTORY)
+    try:
+        if libc.renameat2(fd, a.encode(), fd, b.encode(), 2) != 0:  # RENAME_EXCHANGE
+            raise OSError(ctypes.get_errno(), "renameat2")
+    finally:
+        os.close(fd)
