@@ -118,7 +118,7 @@ class FsSearchServiceHandler:
         """glob in the named workspace (``fs_search.glob``)."""
         request = call.request.model_copy(update={"workspace_id": call.workspace_id})
         return await self._start(
-            ctx, client, GLOB_ACTIVITY, call, request, GlobResult, summary_of(request)
+            ctx, client, GLOB_ACTIVITY, call, request, GlobResult, _summary(call, request)
         )
 
     @nexus.temporal_operation
@@ -131,7 +131,7 @@ class FsSearchServiceHandler:
         """grep in the named workspace (``fs_search.grep``)."""
         request = call.request.model_copy(update={"workspace_id": call.workspace_id})
         return await self._start(
-            ctx, client, GREP_ACTIVITY, call, request, GrepResult, summary_of(request)
+            ctx, client, GREP_ACTIVITY, call, request, GrepResult, _summary(call, request)
         )
 
     @nexus.temporal_operation
@@ -144,7 +144,13 @@ class FsSearchServiceHandler:
         """A page of a spill artifact of the named workspace (``fs_search.read_spill``)."""
         request = call.request.model_copy(update={"workspace_id": call.workspace_id})
         return await self._start(
-            ctx, client, READ_SPILL_ACTIVITY, call, request, ReadSpillResult, summary_of(request)
+            ctx,
+            client,
+            READ_SPILL_ACTIVITY,
+            call,
+            request,
+            ReadSpillResult,
+            _summary(call, request),
         )
 
     async def _start(
@@ -280,3 +286,9 @@ __all__ = [
     "service_worker",
     "serving_service",
 ]
+
+
+def _summary(call: Any, request: Any) -> str:
+    """The UI summary the activity route gives the same call: it names the workspace only
+    on a host queue (a workspace's own queue names it already)."""
+    return summary_of(request if call.host is not None else call.request)
