@@ -12,6 +12,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 
+from fs_search.activities.results import _glob_sample as glob_sample
 from fs_search.activities.results import _text as render
 from fs_search.activities.workspace import SearchTarget
 
@@ -69,7 +70,30 @@ def listing(
 
 
 def _sampled(names: Names, total: int, cap: int) -> tuple[render.GlobPage, list[int]]:
-    """The sampled page and where its names start.
+    """The sampled page and where its names start: recursively balanced
+    (:mod:`._glob_sample`); in a listing with too many directories to count in its memory
+    budget, balanced between the top-level entries only (:func:`_top_level_sampled`). A
+    flat result (one path per top-level entry) is the head, not sampled."""
+    got = glob_sample.sample(names, total, cap)
+    if got is None:
+        return _top_level_sampled(names, total, cap)
+    if got.entries == total:
+        return render.GlobPage(indices=list(range(cap)), sampled=False), _starts(
+            names, 0, b"\0", cap
+        )
+    index = _indices(names, got.starts)
+    page = render.GlobPage(
+        indices=[index[s] for s in got.starts],
+        sampled=True,
+        groups_reached=got.reached,
+        groups_total=got.entries,
+        directories=got.directories,
+    )
+    return page, got.starts
+
+
+def _top_level_sampled(names: Names, total: int, cap: int) -> tuple[render.GlobPage, list[int]]:
+    """The page sampled between the entries directly under the search root only.
 
     Rounds take each group's next path, groups in order of first appearance, until the
     cap; the page shows the groups in that order, each group's paths in list order. A
