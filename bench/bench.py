@@ -94,7 +94,8 @@ def select_rows(spec: str | None) -> list[str]:
         return list(rows.ROWS)
     wanted = set()
     for name in spec.split(","):
-        key = ALIASES.get(name.strip().lower().replace(" ", "-").replace("_", "-"))
+        given = name.strip().lower().replace(" ", "-").replace("_", "-")
+        key = ALIASES.get(given, given if given in rows.ROWS else None)
         if key is None:
             raise SystemExit(f"unknown row {name!r}; known: {', '.join(rows.ROWS)}")
         wanted.add(key)

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import corpus as c
+import references
+import repo_corpus as rc
 from flows import Call, CallsWorkflow, PlainRg, PlainRgWorkflow
 from harness import Env
 from opentelemetry import trace
@@ -32,7 +34,7 @@ from fs_search.activities.rg import _command as command
 
 PHASES = ("check", "resolve", "spawn", "rg", "parse", "spill", "render", "encode")
 MS = 1000.0
-PARTS = {"small", "heavy", "glob"}
+PARTS = {"small", "heavy", "glob", "repo"}
 
 
 def install_exporter() -> InMemorySpanExporter:
@@ -174,7 +176,9 @@ class Case:
 
 
 def cases(env: Env, corpus: c.Corpus, rg: str, *, quick: bool) -> list[Case]:
-    """Small grep (with the plain activity), the output-heavy grep and the big glob."""
+    """Small grep (with the plain activity), the output-heavy grep and the big glob; on the
+    repository, a small grep with ``path`` (with the plain activity, naive argv) and the big
+    glob with ``path``."""
     rg = env.activities.rg.path or rg
     ws = env.workspace
     return [
@@ -201,6 +205,31 @@ def cases(env: Env, corpus: c.Corpus, rg: str, *, quick: bool) -> list[Case]:
             command.for_glob("*.txt", rg=rg),
             str(ws / "glob"),
             corpus.glob_files,
+            3 if quick else 9,
+        ),
+        Case(
+            "repo: small grep, path",
+            Call(
+                tool="grep",
+                arguments={"pattern": rc.REPO_SMALL_PATTERN, "path": rc.REPO_SMALL_PACKAGE},
+                cwd=c.REPO_CWD,
+            ),
+            references.grep_argv(rg, rc.REPO_SMALL_PATTERN),
+            str(ws / c.REPO_CWD / rc.REPO_SMALL_PACKAGE),
+            corpus.repo_small_matches,
+            15 if quick else 30,
+            plain=True,
+        ),
+        Case(
+            "repo: big glob, path",
+            Call(
+                tool="glob",
+                arguments={"pattern": c.REPO_GLOB_PATTERN, "path": c.REPO_GLOB_PATH},
+                cwd=c.REPO_CWD,
+            ),
+            command.for_glob(c.REPO_GLOB_PATTERN, rg=rg),
+            str(ws / c.REPO_CWD / c.REPO_GLOB_PATH),
+            corpus.repo_glob_files,
             3 if quick else 9,
         ),
     ]

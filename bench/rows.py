@@ -715,3 +715,15 @@ ROWS: dict[str, Callable[[Context], Awaitable[RowResult]]] = {
     "queueing": queueing,
     "unknown": unknown_workspace,
 }
+
+
+# The same table on the real-shaped repository, in agents' call shapes (repo_rows.py), after
+# the first corpus's rows. (Imported here, at the end: repo_rows uses this module's helpers.)
+import repo_rows  # noqa: E402
+
+NAMES.update(repo_rows.NAMES)
+PARTS.update(repo_rows.PARTS)
+TARGETS.update(repo_rows.TARGETS)
+FULL_COUNTS.update(repo_rows.FULL_COUNTS)
+QUICK_COUNTS.update(repo_rows.QUICK_COUNTS)
+ROWS.update(repo_rows.ROWS)
