@@ -257,33 +257,75 @@ def artifact(owned: list[bytearray], target: SearchTarget) -> str | bytearray:
     """The glob spill artifact, every display path (one line each) in list order, built
     from the names buffer in bulk; ``owned`` holds the only reference to it.
 
-    Names shown as they are (no ``path`` prefix) in ASCII without line breaks, as nearly
-    always, become the artifact in place: its UTF-8 text, the buffer itself, each NUL
-    turned into a newline a window at a time. Otherwise the buffer is dropped once
+    Names that are their own artifact lines behind a fixed display head (no head, or the
+    ``path`` prefix), valid UTF-8 with nothing to escape, as nearly always, become the
+    artifact in place: the buffer itself, grown by one head per name and rewritten from
+    its end a window at a time (:func:`_in_place`). Otherwise the buffer is dropped once
     decoded and each step replaces the previous copy, so at most two exist at once.
     """
     names = owned.pop()
-    if _shown_as_is(names, target):
-        for start, end in _windows(names):
-            names[start:end] = names[start:end].replace(b"\0", b"\n")
-        return names
+    head = _plain_head(names, target)
+    if head is not None:
+        return _in_place(names, head)
     text = _display_text(names.decode("utf-8", "replace"), target)
     del names
     text = render.one_line(text)
     return text.replace("\0", "\n")
 
 
-# ASCII characters that some reader renders as a line break (render.one_line escapes them).
+# ASCII characters that some reader renders as a line break (render.one_line escapes them),
+# and the UTF-8 of the others (U+0085, U+2028, U+2029).
 _ASCII_BREAKS = b"\n\r\v\f\x1c\x1d\x1e"
+_UTF8_BREAKS = (b"\xc2\x85", b"\xe2\x80\xa8", b"\xe2\x80\xa9")
 
 
-def _shown_as_is(names: bytearray, target: SearchTarget) -> bool:
-    """Whether each name's artifact line is the name itself: displayed without a prefix,
-    ASCII, with nothing to escape (checked a window at a time: no second copy)."""
-    if target.display("\0") != "\0" or names.startswith(b"./") or b"\0./" in names:
-        return False
+def _plain_head(names: bytearray, target: SearchTarget) -> bytes | None:
+    """The display head (the escaped ``path`` prefix as UTF-8, or b"") when each name's
+    artifact line is that head and the name itself: shown behind a fixed head, never as
+    ``./x``, valid UTF-8, nothing to escape (checked a window at a time: no second copy).
+    None otherwise."""
+    head, mark, rest = target.display("\0").partition("\0")
+    if not mark or rest or names.startswith(b"./") or b"\0./" in names:
+        return None
     for start, end in _windows(names):
         window = names[start:end]
-        if not window.isascii() or len(window.translate(None, _ASCII_BREAKS)) != len(window):
-            return False
-    return True
+        if len(window.translate(None, _ASCII_BREAKS)) != len(window):
+            return None
+        if not window.isascii():
+            try:
+                window.decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+            if any(sequence in window for sequence in _UTF8_BREAKS):
+                return None
+    return render.one_line(head).encode("utf-8", "replace")
+
+
+def _in_place(names: bytearray, head: bytes) -> bytearray:
+    """Each NUL-terminated name made ``head + name + "\\n"`` in the buffer itself.
+
+    The buffer grows by one head per name (large buffers are mapped, so growing moves no
+    bytes), then is rewritten from its end a window of names at a time: a window's output
+    ends where the names before it plus their heads end, so it never overwrites a name not
+    yet read.
+    """
+    if not head:
+        for start, end in _windows(names):
+            names[start:end] = names[start:end].replace(b"\0", b"\n")
+        return names
+    stop = len(names)
+    grow = names.count(b"\0") * len(head)
+    zeros = bytes(min(grow, _WINDOW))
+    while len(names) < stop + grow:
+        names += zeros[: stop + grow - len(names)]
+    end = len(names)
+    while stop > 0:
+        start = names.rfind(b"\0", 0, stop - _WINDOW) + 1 if stop > _WINDOW else 0
+        # The window's names, each ending "\n" + head: that head belongs to the next name.
+        out = names[start:stop].replace(b"\0", b"\n" + head)
+        at = end - len(out)
+        names[at : at + len(head)] = head
+        names[at + len(head) : end] = memoryview(out)[: -len(head)]
+        end = at
+        stop = start
+    return names

@@ -223,22 +223,54 @@ def test_glob_digest_memory_is_a_small_multiple_of_the_output(name, size, limits
     assert peak <= 3 * size, f"peak {peak / size:.2f}x the output"
 
 
+@pytest.mark.parametrize("prefix", ["", "globmem", "/w/a deep/path/to/the/search root"])
+def test_a_prefixed_glob_artifact_costs_its_prefixes_not_a_copy(prefix):
+    """With a ``path`` prefix the artifact is still made in the names buffer: the digest's
+    peak is the output, the prefixes it adds, and small change (the text path took 2.7x)."""
+    target = SearchTarget(run_dir="/w", file_arg=None, prefix=prefix, root=prefix or ".")
+    raw = synthetic_output(20_000_000, lambda i: b"d%03d/f%07d.txt" % (i % 100, i))
+    chunks = [raw[i : i + 65536] for i in range(0, len(raw), 65536)]
+    size, count = len(raw), raw.count(b"\0")
+    del raw
+    tracemalloc.start()
+    try:
+        got = digest.glob(chunks, target, cap=100, sample=True, artifact=True, every=False)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    added = count * (len(prefix) + 1 if prefix else 0)
+    assert isinstance(got.artifact, bytearray) and len(got.artifact) == size + added
+    first = (f"{prefix}/" if prefix else "") + "d000/f0000000.txt\n"
+    assert got.artifact.startswith(first.encode())
+    # Each growth of a bytearray reserves an eighth more, counted here though never
+    # touched (so never resident); the text path peaked at 2.7x.
+    assert peak <= (size + added) * 1.25 + 3_000_000, f"peak {peak / size:.2f}x the output"
+
+
 # --- the glob artifact built in the names buffer itself ----------------------------------
-# ASCII names shown as they are (no ``path`` prefix), with nothing to escape, become the
-# artifact in place (UTF-8 bytes, the buffer the output was read into: never a second
-# copy); anything else is decoded and escaped as text. Both say the same.
+# Valid UTF-8 names shown behind a fixed head (none, or the ``path`` prefix), with nothing
+# to escape, become the artifact in place (UTF-8 bytes, the buffer the output was read
+# into, grown by one head per name: never a second copy); anything else is decoded and
+# escaped as text. Both say the same.
 
 
 @pytest.mark.parametrize(
     ("names", "prefix", "in_place"),
     [
         ([b"a/1.txt", b"b/2.txt", b"c.txt"] * 40, "", True),
-        ([b"a/1.txt", b"b/2.txt"] * 40, "src", False),  # shown under a prefix
-        ([b"a/1.txt", "\u00e9/2.txt".encode()] * 40, "", False),  # not ASCII
-        ([b"a/1.txt", b"b/two\rlines.txt"] * 40, "", False),  # a break to escape
-        ([b"a/1.txt", b"b/new\nline.txt"] * 40, "", False),
+        ([b"a/1.txt", b"b/2.txt"] * 40, "src", True),  # shown under a prefix
+        ([b"a/1.txt", b"b/2.txt"] * 40, "src/", True),
+        ([b"a/1.txt", b"b/2.txt"] * 40, "/w/\u00e9 x", True),  # a UTF-8 prefix
+        ([b"a/1.txt", b"b/2.txt"] * 40, "a\u2028b", True),  # a prefix escaped once
+        ([b"a/1.txt", "\u00e9/2.txt".encode()] * 40, "", True),  # UTF-8
+        ([b"a/1.txt", "\u00e9/2.txt".encode()] * 40, "src", True),
+        ([b"a/1.txt", "b/\u2028.txt".encode()] * 40, "", False),  # a break to escape
+        ([b"a/1.txt", "b/\x85.txt".encode()] * 40, "src", False),
+        ([b"a/1.txt", b"b/two\rlines.txt"] * 40, "", False),
+        ([b"a/1.txt", b"b/new\nline.txt"] * 40, "src", False),
         ([b"./a/1.txt", b"./b/2.txt"] * 40, "", False),  # shown without their ./
         ([b"a/1.txt", b"\xff/2.txt"] * 40, "", False),  # not UTF-8
+        ([b"a/1.txt", b"\xff/2.txt"] * 40, "src", False),
     ],
 )
 def test_a_glob_artifact_is_built_in_place_only_when_it_is_the_names(names, prefix, in_place):
