@@ -29,6 +29,9 @@ _MIN_RUN = 4
 _BEFORE_ROOT_FILE = re.compile(rb"\0(?=[^\0/]*\0)")
 # Names are scanned in windows of about this many bytes, bounding the objects alive at once.
 _WINDOW = 1 << 20
+# Names rewritten at a time when a prefix is added to each in place (the window's copy
+# and its rewrite are alive at once).
+_REWRITE = 1 << 18
 # Top-level directories counted in one dict at most (about 100 bytes each).
 _MAX_KEYS = 1 << 18
 # The names buffer (see blob): read as bytes, grown and rewritten in place as a bytearray.
@@ -275,28 +278,30 @@ def artifact(owned: list[bytearray], target: SearchTarget) -> str | bytearray:
 
 # ASCII characters that some reader renders as a line break (render.one_line escapes them),
 # and the UTF-8 of the others (U+0085, U+2028, U+2029).
-_ASCII_BREAKS = b"\n\r\v\f\x1c\x1d\x1e"
+_ASCII_BREAKS = (b"\n", b"\r", b"\v", b"\f", b"\x1c", b"\x1d", b"\x1e")
 _UTF8_BREAKS = (b"\xc2\x85", b"\xe2\x80\xa8", b"\xe2\x80\xa9")
 
 
 def _plain_head(names: bytearray, target: SearchTarget) -> bytes | None:
     """The display head (the escaped ``path`` prefix as UTF-8, or b"") when each name's
     artifact line is that head and the name itself: shown behind a fixed head, never as
-    ``./x``, valid UTF-8, nothing to escape (checked a window at a time: no second copy).
-    None otherwise."""
+    ``./x``, valid UTF-8, nothing to escape. None otherwise.
+
+    One scan of the buffer per break character and one for ASCII (no copy); only names
+    that are not all ASCII are decoded, a window at a time.
+    """
     head, mark, rest = target.display("\0").partition("\0")
     if not mark or rest or names.startswith(b"./") or b"\0./" in names:
         return None
-    for start, end in _windows(names):
-        window = names[start:end]
-        if len(window.translate(None, _ASCII_BREAKS)) != len(window):
+    if any(c in names for c in _ASCII_BREAKS):
+        return None
+    if not names.isascii():
+        if any(sequence in names for sequence in _UTF8_BREAKS):
             return None
-        if not window.isascii():
+        for start, end in _windows(names):
             try:
-                window.decode("utf-8")
+                names[start:end].decode("utf-8")
             except UnicodeDecodeError:
-                return None
-            if any(sequence in window for sequence in _UTF8_BREAKS):
                 return None
     return render.one_line(head).encode("utf-8", "replace")
 
@@ -315,12 +320,12 @@ def _in_place(names: bytearray, head: bytes) -> bytearray:
         return names
     stop = len(names)
     grow = names.count(b"\0") * len(head)
-    zeros = bytes(min(grow, _WINDOW))
+    zeros = bytes(min(grow, _REWRITE))
     while len(names) < stop + grow:
         names += zeros[: stop + grow - len(names)]
     end = len(names)
     while stop > 0:
-        start = names.rfind(b"\0", 0, stop - _WINDOW) + 1 if stop > _WINDOW else 0
+        start = names.rfind(b"\0", 0, stop - _REWRITE) + 1 if stop > _REWRITE else 0
         # The window's names, each ending "\n" + head: that head belongs to the next name.
         out = names[start:stop].replace(b"\0", b"\n" + head)
         at = end - len(out)
