@@ -29,6 +29,10 @@ _MIN_RUN = 4
 _BEFORE_ROOT_FILE = re.compile(rb"\0(?=[^\0/]*\0)")
 # Names are scanned in windows of about this many bytes, bounding the objects alive at once.
 _WINDOW = 1 << 20
+# An empty name, and a name starting "./" (after the first). A regex finds these two-byte
+# patterns several times faster than ``in``, as NUL is every name's end.
+_EMPTY_NAME = re.compile(rb"\0\0")
+_DOT_SLASH_NAME = re.compile(rb"\0\./")
 # Names rewritten at a time when a prefix is added to each in place (the window's copy
 # and its rewrite are alive at once).
 _REWRITE = 1 << 18
@@ -48,7 +52,7 @@ def blob(chunks: list[bytes]) -> bytearray:
     chunks.reverse()
     while chunks:
         names += chunks.pop()
-    if names.startswith(b"\0") or b"\0\0" in names:  # empty names: never from rg, never listed
+    if names.startswith(b"\0") or _EMPTY_NAME.search(names):  # never from rg, never listed
         names = bytearray(re.sub(rb"\0\0+", b"\0", names).lstrip(b"\0"))
     if names and not names.endswith(b"\0"):
         names += b"\0"
@@ -291,7 +295,7 @@ def _plain_head(names: bytearray, target: SearchTarget) -> bytes | None:
     that are not all ASCII are decoded, a window at a time.
     """
     head, mark, rest = target.display("\0").partition("\0")
-    if not mark or rest or names.startswith(b"./") or b"\0./" in names:
+    if not mark or rest or names.startswith(b"./") or _DOT_SLASH_NAME.search(names):
         return None
     if any(c in names for c in _ASCII_BREAKS):
         return None
