@@ -11,7 +11,8 @@ names in one directory at a time, name by name once runs turn out short), the di
 tree is built from those counts, shares are handed out top-down, and each directory's
 taken names are found from its first one. Memory is the directories (bounded by a share
 of the output: a listing with nearly one directory per name returns None, and the caller
-balances the top-level entries only).
+balances the top-level entries only); so is the work of finding names far from their
+directory's first (a few scans of the listing in all, past which the same).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ _NAMES_WINDOW = 1 << 16
 _PER_DIR = 200
 _BUDGET = 3 / 4  # of the output's bytes
 _MIN_BUDGET = 8 << 20
+# How much of the listing finding directories' names may scan, in listing sizes.
+_SCANS = 4
 
 
 @dataclass(frozen=True)
@@ -160,7 +163,8 @@ class _Tree:
 
 def sample(names: Names, total: int, cap: int) -> Sample | None:
     """The recursively balanced page of ``cap`` names out of ``total`` (> cap), or None
-    when the directories would cost more than the budget (a share of the output). A flat
+    when the directories would cost more than the budget (a share of the output), or
+    finding their names more than ``_SCANS`` scans of the listing. A flat
     listing (one name per top-level entry: ``entries == total``) has no starts: its page
     is the head."""
     budget = max(_MIN_BUDGET, int(len(names) * _BUDGET))
@@ -173,27 +177,30 @@ def sample(names: Names, total: int, cap: int) -> Sample | None:
         return Sample(starts=[], reached=0, entries=entries, directories=0)
     quota: dict[int, int] = {}  # directory -> names directly in it to take
     group: dict[int, int] = {}  # directory -> its top-level entry (a root kid)
-    found: dict[int, list[int]] = {}  # directory -> starts of its first direct names
+    picks = _Picks(names, tree)
     pending = [(root, cap)]
-    while pending:
-        node, share = pending.pop()
-        top = group.get(node, -1)
-        for kid, taken in _hand_out(names, tree, node, share, found):
-            if kid < 0:
-                quota[node] = taken
-                continue
-            group[kid] = kid if node == root else top
-            pending.append((kid, taken))
     # The page: top-level entries in order of first appearance (a root file is one),
     # each entry's names in list order.
     by_group: dict[int, list[int]] = {}
     root_files: list[int] = []
-    for node, n in quota.items():
-        starts = _direct_starts(names, tree, node, n, found)
-        if node == root:
-            root_files = starts
-        else:
-            by_group.setdefault(group[node], []).extend(starts)
+    try:
+        while pending:
+            node, share = pending.pop()
+            top = group.get(node, -1)
+            for kid, taken in _hand_out(tree, node, share, picks):
+                if kid < 0:
+                    quota[node] = taken
+                    continue
+                group[kid] = kid if node == root else top
+                pending.append((kid, taken))
+        for node, n in quota.items():
+            starts = picks.starts(node, n)
+            if node == root:
+                root_files = starts
+            else:
+                by_group.setdefault(group[node], []).extend(starts)
+    except _TooCostly:
+        return None
     groups = [(tree.sub_first[g], sorted(s)) for g, s in by_group.items()]
     groups += [(s, [s]) for s in root_files]
     groups.sort()
@@ -205,9 +212,7 @@ def sample(names: Names, total: int, cap: int) -> Sample | None:
     )
 
 
-def _hand_out(
-    names: Names, tree: _Tree, node: int, share: int, found: dict[int, list[int]]
-) -> list[tuple[int, int]]:
+def _hand_out(tree: _Tree, node: int, share: int, picks: _Picks) -> list[tuple[int, int]]:
     """``share`` handed out round-robin between ``node``'s entries: (kid, paths) for each
     subdirectory given some, and (-1, files) for its own files taken."""
     own = tree.own[node]
@@ -215,7 +220,7 @@ def _hand_out(
         # Fewer turns than entries: the first `share` entries in order of first
         # appearance take one each, files and subdirectories alike.
         kids = tree.kids(node, share)
-        files = _direct_starts(names, tree, node, min(own, share), found)
+        files = picks.starts(node, min(own, share))
         firsts = sorted([(tree.sub_first[k], k) for k in kids] + [(s, -1) for s in files])
         chosen = firsts[:share]
         n_files = sum(1 for _, k in chosen if k < 0)
@@ -245,25 +250,46 @@ def _hand_out(
     return out + ([(-1, own)] if own else [])
 
 
-def _direct_starts(
-    names: Names, tree: _Tree, node: int, n: int, found: dict[int, list[int]]
-) -> list[int]:
-    """Where the first ``n`` names directly in ``node`` start (remembered per node)."""
-    known = found.get(node, [])
-    if n <= len(known) or n <= 0:
-        return known[:n]
-    starts = known or [tree.first[node]]
-    # The first run's names follow one another.
-    while len(starts) < min(n, tree.run[node]):
-        starts.append(names.index(b"\0", starts[-1]) + 1)
-    if len(starts) < n:
-        key = tree.keys[node]
-        after = names.index(b"\0", starts[-1])
-        pattern = re.compile(re.escape(b"\0" + key) + rb"(?=[^\0/]*\0)")
-        more = (m.start() + 1 for m in pattern.finditer(names, after))
-        starts.extend(itertools.islice(more, n - len(starts)))
-    found[node] = starts
-    return starts
+class _TooCostly(Exception):
+    """Finding directories' names scanned more of the listing than the work budget."""
+
+
+class _Picks:
+    """Where each directory's first direct names start, found once and remembered.
+
+    A directory's first run gives its first names for a step over a NUL each; beyond it,
+    one regex scan of the listing from there. Scans stop being tried past ``_SCANS``
+    times the listing's size in all (a listing built so that many directories' files lie
+    far apart): the caller then falls back to the top-level sampling.
+    """
+
+    def __init__(self, names: Names, tree: _Tree) -> None:
+        self.names = names
+        self.tree = tree
+        self.found: dict[int, list[int]] = {}
+        self.scanned = 0
+        self.limit = _SCANS * len(names)
+
+    def starts(self, node: int, n: int) -> list[int]:
+        """Where the first ``n`` names directly in ``node`` start."""
+        known = self.found.get(node, [])
+        if n <= len(known) or n <= 0:
+            return known[:n]
+        names, tree = self.names, self.tree
+        starts = known or [tree.first[node]]
+        # The first run's names follow one another.
+        while len(starts) < min(n, tree.run[node]):
+            starts.append(names.index(b"\0", starts[-1]) + 1)
+        if len(starts) < n:
+            if self.scanned > self.limit:
+                raise _TooCostly
+            after = names.index(b"\0", starts[-1])
+            pattern = re.compile(re.escape(b"\0" + tree.keys[node]) + rb"(?=[^\0/]*\0)")
+            more = (m.start() + 1 for m in pattern.finditer(names, after))
+            starts.extend(itertools.islice(more, n - len(starts)))
+            self.scanned += (starts[-1] if len(starts) == n else len(names)) - after
+        self.found[node] = starts
+        return starts
 
 
 def _count(names: Names, budget: int) -> _Tree | None:

@@ -175,3 +175,15 @@ def test_a_deep_chain_is_followed_to_its_files():
     names = [b"a/b/c/d/e/f%d" % i for i in range(10)] + [b"z/%d" % i for i in range(10)]
     got = digested(names, 6)
     assert got.shown == [f"a/b/c/d/e/f{i}" for i in range(3)] + ["z/0", "z/1", "z/2"]
+
+
+def test_too_much_scanning_for_names_balances_the_top_level_only():
+    """Names of a directory far apart in the listing are found by scanning it; past the
+    scan budget the page is balanced between the top-level entries only, as before."""
+    names = [b"%s/%d" % (d, i) for i in range(6) for d in (b"a/x", b"b")]
+    names += [b"a/y/%d" % i for i in range(6)]  # a/x's files lie between b's
+    recursive = digested(names, 8).page
+    assert recursive == reference_page(names, cap=8, sample=True)
+    assert recursive != top_level_page(names, cap=8)
+    with mock.patch.object(glob_sample, "_SCANS", -1):
+        assert digested(names, 8).page == top_level_page(names, cap=8)
