@@ -33,7 +33,7 @@ from rows import (
     _peak_growth,
     interleave,
 )
-from stats import RowResult, Target, spread
+from stats import RowResult, Target, median, spread
 
 from fs_search.activities.contract import GlobResult, ToolResult
 
@@ -224,6 +224,10 @@ async def _glob(ctx: Context, key: str, *, head: bool, shape: str) -> RowResult:
         call = Call(tool="glob", arguments={"pattern": pattern}, cwd=f"repo/{c.REPO_GLOB_PATH}")
     spec = env.spec(call, workspace_id=env.head_workspace_id if head else None)
     cwd = _repo(ctx, c.REPO_GLOB_PATH)
+    # Alongside, the literal naive call, which respects the ignore files and skips hidden
+    # files: fewer paths (not the glob's answer), so not the row's reference.
+    literal: list[float] = []
+    literal_items = 0
 
     async def project() -> float:
         seconds, results = await env.timed(CallsWorkflow, spec)
@@ -233,6 +237,13 @@ async def _glob(ctx: Context, key: str, *, head: bool, shape: str) -> RowResult:
         return seconds * MS
 
     async def reference() -> float:
+        nonlocal literal_items
+        gc.collect()
+        naive = await asyncio.to_thread(
+            references.naive_glob, ctx.rg, cwd, pattern, same_files=False
+        )
+        literal.append(naive.seconds * MS)
+        literal_items = naive.items
         gc.collect()
         got = await asyncio.to_thread(references.naive_glob, ctx.rg, cwd, pattern)
         if got.items != corpus.repo_glob_files:
@@ -251,7 +262,19 @@ async def _glob(ctx: Context, key: str, *, head: bool, shape: str) -> RowResult:
             f"({'head' if head else 'sampled'} page + spill)"
         ),
         reference_label=f"subprocess {' '.join(references.glob_argv('rg', pattern))}, split",
-        details={"files": corpus.repo_glob_files, "raw_bytes": corpus.repo_glob_raw_bytes},
+        details={
+            "files": corpus.repo_glob_files,
+            "raw_bytes": corpus.repo_glob_raw_bytes,
+            "literal_naive": {
+                "argv": " ".join(references.glob_argv("rg", pattern, same_files=False)),
+                "files": literal_items,
+                "ms": spread(literal[1:]),
+            },
+        },
+        summary=(
+            f"the literal naive call (ignore files respected, no hidden files) lists "
+            f"{literal_items} paths in {median(literal[1:]):.0f} ms"
+        ),
     )
 
 
