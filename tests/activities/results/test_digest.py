@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from fs_search.activities.results import _digest as digest
 from fs_search.activities.results import _glob_names as glob_names
 from fs_search.activities.results import _glob_sample as glob_sample
+from fs_search.activities.results import _glob_tree as glob_tree
 from fs_search.activities.results import _text as render
 from fs_search.activities.workspace import SearchTarget
 from tests.activities.results.sampling import reference_page
@@ -81,7 +82,7 @@ def test_glob_digest_matches_rendering_the_decoded_list(
         if small_limits:
             stack.enter_context(mock.patch.multiple(glob_names, _WINDOW=5))
             stack.enter_context(
-                mock.patch.multiple(glob_sample, _WINDOW=5, _NAMES_WINDOW=3, _PROBE_RUNS=2)
+                mock.patch.multiple(glob_tree, _WINDOW=5, _NAMES_WINDOW=3, _PROBE_RUNS=2)
             )
         got = digest.glob(chunks, target, cap=cap, sample=sample, artifact=True, every=True)
     page, shown, display, artifact = reference(names, target, cap=cap, sample=sample)
@@ -212,7 +213,7 @@ def test_glob_digest_memory_is_a_small_multiple_of_the_output(name, size, limits
     tracemalloc.start()
     try:
         with contextlib.ExitStack() as stack:
-            for module in (glob_names, glob_sample):
+            for module in (glob_names, glob_sample, glob_tree):
                 if mine := {k: v for k, v in limits.items() if hasattr(module, k)}:
                     stack.enter_context(mock.patch.multiple(module, **mine))
             got = digest.glob(chunks, ROOT, cap=100, sample=True, artifact=True, every=False)

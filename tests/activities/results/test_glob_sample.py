@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from fs_search.activities.results import _digest as digest
 from fs_search.activities.results import _glob_sample as glob_sample
+from fs_search.activities.results import _glob_tree as glob_tree
 from fs_search.activities.results import _text as render
 from fs_search.activities.workspace import SearchTarget
 from tests.activities.results.sampling import reference_page, top_level_page
@@ -107,7 +108,7 @@ def test_counting_by_runs_or_name_by_name_gives_the_same_page(names, cap, probe)
     the page is the same."""
     expected = digested(names, cap).page
     small = {"_WINDOW": 7, "_NAMES_WINDOW": 5, "_PROBE_RUNS": probe, "_MIN_RUN": 1000}
-    with mock.patch.multiple(glob_sample, **small):
+    with mock.patch.multiple(glob_tree, **small):
         assert digested(names, cap).page == expected
 
 
