@@ -71,8 +71,9 @@ def glob_tool(*, sample_over_cap: bool, cap: int) -> ToolSpec:
     if sample_over_cap:
         over = (
             f"When more than {cap} files match, the result is sampled across the entries "
-            "directly under the search path (one file per entry per round) so it spans the "
-            "tree, and says how many entries it reached."
+            "directly under the search path and, inside each directory, across its entries "
+            "(one file per entry per round) so it spans the tree, and says how many entries "
+            "it reached."
         )
     else:
         over = (

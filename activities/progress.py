@@ -45,6 +45,13 @@ class Progress:
         """Milliseconds since the search started."""
         return int((time.monotonic() - self.started) * 1000)
 
+    def budget_ends(self) -> float | None:
+        """When the call's budget runs out (``time.monotonic()``): ``budget_ms`` after its
+        first rg started; None before that, or without a budget."""
+        if self.rg_started is None or self.budget_ms is None:
+            return None
+        return self.rg_started + self.budget_ms / 1000
+
     def rg_ms(self) -> int:
         """Milliseconds rg has run (what counts against the budget); 0 before it starts."""
         if self.rg_started is None:

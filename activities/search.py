@@ -203,7 +203,9 @@ class SearchActivities:
                     partial=partial,
                 )
             if not req.spill:
-                await self.saver.ready_for(sum(len(p) + 4 for p in got.every or []) + len(text))
+                await self.saver.ready_for(
+                    sum(len(p) + 4 for p in got.every or []) + len(text), call.progress
+                )
             return GlobResult(
                 root=target.root,
                 paths=got.shown if req.spill else got.every or [],
@@ -304,7 +306,8 @@ class SearchActivities:
             else:
                 await self.saver.ready_for(
                     sum(len(p) + len(t) + 64 for p, lines in got.every or [] for _, t in lines)
-                    + len(text)
+                    + len(text),
+                    call.progress,
                 )
                 # Trusted values straight from the parser: skip per-match validation.
                 matches = [

@@ -95,8 +95,8 @@ def select_rows(spec: str | None) -> list[str]:
         return list(rows.ROWS)
     wanted = set()
     for name in spec.split(","):
-        alias = name.strip().lower().replace(" ", "-").replace("_", "-")
-        key = ALIASES.get(alias) or (alias if alias in rows.ROWS else None)
+        given = name.strip().lower().replace(" ", "-").replace("_", "-")
+        key = ALIASES.get(given, given if given in rows.ROWS else None)
         if key is None:
             raise SystemExit(f"unknown row {name!r}; known: {', '.join(rows.ROWS)}")
         wanted.add(key)

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import corpus as c
+import references
+import repo_corpus as rc
 from flows import Call, CallsWorkflow, PlainRg, PlainRgWorkflow
 from harness import Env
 from opentelemetry import trace
@@ -32,7 +34,7 @@ from fs_search.activities.rg import _command as command
 
 PHASES = ("check", "resolve", "spawn", "rg", "parse", "spill", "render", "encode")
 MS = 1000.0
-PARTS = {"small", "heavy", "glob"}
+PARTS = {"small", "heavy", "glob", "repo"}
 
 
 def install_exporter() -> InMemorySpanExporter:
@@ -52,9 +54,11 @@ class Breakdown:
     name: str = "small grep"
     phases: dict[str, list[float]] = field(default_factory=lambda: {p: [] for p in PHASES})
     activity: list[float] = field(default_factory=list)
+    server_activity: list[float] = field(default_factory=list)
     total: list[float] = field(default_factory=list)
     encoded_bytes: list[int] = field(default_factory=list)
     plain_total: list[float] = field(default_factory=list)
+    plain_server_activity: list[float] = field(default_factory=list)
     plain_encoded_bytes: list[int] = field(default_factory=list)
     direct_spawn: list[float] = field(default_factory=list)
     direct_run: list[float] = field(default_factory=list)
@@ -75,10 +79,12 @@ class Breakdown:
             if self.phases[phase]:
                 out.append(f"  {phase:26} {cell(self.phases[phase])}")
         out.append(f"  {'activity (check..render)':26} {cell(self.activity)}")
+        out.append(f"  {'activity (server events)':26} {cell(self.server_activity)}")
         out.append(f"  {'end to end':26} {cell(self.total)}")
         out.append(f"  {'encoded result (bytes)':26} {percentile(self.encoded_bytes, 50):8.0f}")
         if self.plain_total:
             out.append("plain rg activity (reference):")
+            out.append(f"  {'activity (server events)':26} {cell(self.plain_server_activity)}")
             out.append(f"  {'end to end':26} {cell(self.plain_total)}")
             out.append(
                 f"  {'encoded result (bytes)':26} {percentile(self.plain_encoded_bytes, 50):8.0f}"
@@ -103,6 +109,8 @@ class Breakdown:
             "call": self.name,
             "phases_ms": {p: summary(v) for p, v in self.phases.items()},
             "activity_ms": summary(self.activity),
+            "server_activity_ms": summary(self.server_activity),
+            "plain_server_activity_ms": summary(self.plain_server_activity),
             "end_to_end_ms": summary(self.total),
             "encoded_bytes": percentile(self.encoded_bytes, 50),
             "plain_end_to_end_ms": summary(self.plain_total),
@@ -174,7 +182,9 @@ class Case:
 
 
 def cases(env: Env, corpus: c.Corpus, rg: str, *, quick: bool) -> list[Case]:
-    """Small grep (with the plain activity), the output-heavy grep and the big glob."""
+    """Small grep (with the plain activity), the output-heavy grep and the big glob; on the
+    repository, a small grep with ``path`` (with the plain activity, naive argv) and the big
+    glob with ``path``."""
     rg = env.activities.rg.path or rg
     ws = env.workspace
     return [
@@ -203,6 +213,31 @@ def cases(env: Env, corpus: c.Corpus, rg: str, *, quick: bool) -> list[Case]:
             corpus.glob_files,
             3 if quick else 9,
         ),
+        Case(
+            "repo: small grep, path",
+            Call(
+                tool="grep",
+                arguments={"pattern": rc.REPO_SMALL_PATTERN, "path": rc.REPO_SMALL_PACKAGE},
+                cwd=c.REPO_CWD,
+            ),
+            references.grep_argv(rg, rc.REPO_SMALL_PATTERN),
+            str(ws / c.REPO_CWD / rc.REPO_SMALL_PACKAGE),
+            corpus.repo_small_matches,
+            15 if quick else 30,
+            plain=True,
+        ),
+        Case(
+            "repo: big glob, path",
+            Call(
+                tool="glob",
+                arguments={"pattern": c.REPO_GLOB_PATTERN, "path": c.REPO_GLOB_PATH},
+                cwd=c.REPO_CWD,
+            ),
+            command.for_glob(c.REPO_GLOB_PATTERN, rg=rg),
+            str(ws / c.REPO_CWD / c.REPO_GLOB_PATH),
+            corpus.repo_glob_files,
+            3 if quick else 9,
+        ),
     ]
 
 
@@ -214,7 +249,7 @@ async def run(env: Env, exporter: InMemorySpanExporter, case: Case) -> Breakdown
     out = Breakdown(name=case.name)
     for i in range(case.n + 1):
         exporter.clear()
-        seconds, results = await env.timed(CallsWorkflow, spec)
+        seconds, server_s, results = await env.timed_activity(CallsWorkflow, spec)
         [result] = results
         if result.result is None or result.result.total != case.total:
             raise AssertionError(f"{case.name} failed: {result.text[:300]}")
@@ -224,9 +259,9 @@ async def run(env: Env, exporter: InMemorySpanExporter, case: Case) -> Breakdown
         if spill is not None:
             with contextlib.suppress(OSError):
                 os.unlink(spill.locator)
-        plain_s, plain_size = 0.0, 0
+        plain_s, plain_server_s, plain_size = 0.0, 0.0, 0
         if case.plain:
-            plain_s, stdout = await env.timed(PlainRgWorkflow, plain)
+            plain_s, plain_server_s, stdout = await env.timed_activity(PlainRgWorkflow, plain)
             _, plain_size = await _encode(env, stdout)
         gc.collect()
         spawn_ms, run_ms = await _direct(case.argv, case.cwd)
@@ -236,8 +271,10 @@ async def run(env: Env, exporter: InMemorySpanExporter, case: Case) -> Breakdown
         out.phases["encode"].append(encode_ms)
         out.encoded_bytes.append(size)
         out.total.append(seconds * MS)
+        out.server_activity.append(server_s * MS)
         if case.plain:
             out.plain_total.append(plain_s * MS)
+            out.plain_server_activity.append(plain_server_s * MS)
             out.plain_encoded_bytes.append(plain_size)
         out.direct_spawn.append(spawn_ms)
         out.direct_run.append(run_ms)

@@ -11,6 +11,8 @@ Layout under the corpus directory (default ``bench/.corpus``)::
       globmem/aNN/mNN/  GLOBMEM_AREAS x GLOBMEM_MODULES x GLOBMEM_FILES empty files whose
                         ``rg --files --null`` output is just under 20 MB (the raw output cap)
       cancel/huge.bin   a 100 GiB sparse file (rg scans it for minutes, using no disk)
+      repo/             a real-shaped monorepo (repo_corpus.py): packages, dependencies and
+                        build output ignored by its root .gitignore, generated files, deep paths
     markers/<part>.json the parameters and measured sizes of each built part
 
 Markers live outside ``ws/`` so no search or glob ever sees them. A part whose marker
@@ -29,6 +31,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+import repo_corpus
 
 SEED = 20_240_611
 VERSION = 1
@@ -62,6 +66,14 @@ GLOBMEM_FILES = 500
 # About 20 MB of short paths (36 bytes each), under the worker's 20 MB raw output cap.
 GLOBMEM_RAW_RANGE = (15_000_000, 19_900_000)
 
+# The repository corpus's call shapes (see repo_corpus.py): the session cwd is the
+# repository; globs below it with `path`, greps with `path` and with `cwd` below it.
+REPO_CWD = "repo"
+REPO_GLOB_PATH = "packages"
+REPO_GLOB_PATTERN = "**/*.{ts,js}"
+REPO_CWD_GLOB = "repo/packages/p03"
+REPO_CWD_GLOB_PATTERN = "**/*.ts"
+
 SPARSE_BYTES = 100 * 1024**3
 CANCEL_PATTERN = "needle_never_found"
 
@@ -94,6 +106,14 @@ class Corpus:
     globmem_files: int = 0
     globmem_raw_bytes: int = 0
     sparse_file: str = "cancel/huge.bin"
+    repo_files: int = 0
+    repo_dirs: int = 0
+    repo_small_matches: int = 0
+    repo_heavy_raw_bytes: int = 0
+    repo_heavy_matches: int = 0
+    repo_glob_files: int = 0
+    repo_glob_raw_bytes: int = 0
+    repo_cwd_glob_files: int = 0
     parts: list[str] = field(default_factory=list)
 
     def describe(self) -> list[str]:
@@ -111,6 +131,11 @@ class Corpus:
             "globmem": f"globmem: {self.globmem_files} empty files, rg --files output "
             f"{self.globmem_raw_bytes / 1e6:.1f} MB",
             "cancel": f"cancel: {self.sparse_file}, {SPARSE_BYTES // 1024**3} GiB sparse",
+            "repo": f"repo: {self.repo_files} files in {self.repo_dirs} dirs; glob "
+            f"{REPO_GLOB_PATTERN!r} in {REPO_GLOB_PATH}: {self.repo_glob_files} paths, "
+            f"{self.repo_glob_raw_bytes / 1e6:.1f} MB; {self.repo_small_matches} matches of "
+            f"{repo_corpus.REPO_SMALL_PATTERN!r}; heavy rg --json output "
+            f"{self.repo_heavy_raw_bytes / 1e6:.1f} MB, {self.repo_heavy_matches} matches",
         }
         return [f"corpus: {self.workspace}"] + [f"  {lines[p]}" for p in self.parts]
 
@@ -141,10 +166,11 @@ def rg_json_size(rg: str, pattern: str, cwd: Path) -> tuple[int, int]:
     return size, matches
 
 
-def rg_files_size(rg: str, cwd: Path) -> tuple[int, int]:
-    """(bytes, names) of ``rg --files --null`` in ``cwd`` as the worker's glob lists them,
-    read through a pipe."""
+def rg_files_size(rg: str, cwd: Path, pattern: str | None = None) -> tuple[int, int]:
+    """(bytes, names) of ``rg --files --null`` in ``cwd`` as the worker's glob lists them
+    (``pattern``: its ``--glob``), read through a pipe."""
     argv = [rg, "--files", "--null", "--no-config", "--no-ignore", "--hidden"]
+    argv += [f"--glob={pattern}"] if pattern else []
     out = subprocess.run(argv, cwd=cwd, stdout=subprocess.PIPE, check=True).stdout
     return len(out), out.count(b"\0")
 
@@ -187,6 +213,7 @@ def build(
         "glob": _build_glob,
         "globmem": _build_globmem,
         "cancel": _build_cancel,
+        "repo": _build_repo,
     }
     for name, builder in builders.items():
         if parts is not None and name not in parts:
@@ -240,6 +267,10 @@ def _params(name: str) -> dict[str, Any]:
             "files": GLOBMEM_FILES,
         },
         "cancel": {"bytes": SPARSE_BYTES},
+        "repo": {
+            **repo_corpus.params(),
+            "glob": [REPO_GLOB_PATH, REPO_GLOB_PATTERN, REPO_CWD_GLOB, REPO_CWD_GLOB_PATTERN],
+        },
     }
     return table[name]
 
@@ -385,6 +416,29 @@ def _build_cancel(out: Path, corpus: Corpus) -> dict[str, Any]:
     with open(out / "huge.bin", "wb") as f:
         f.truncate(SPARSE_BYTES)
     return {"sparse_file": "cancel/huge.bin"}
+
+
+def _build_repo(out: Path, corpus: Corpus) -> dict[str, Any]:
+    measured = repo_corpus.build(out)
+    small = out / repo_corpus.REPO_SMALL_PACKAGE
+    _, small_matches = rg_json_size(corpus.rg, repo_corpus.REPO_SMALL_PATTERN, small)
+    heavy = out / repo_corpus.REPO_HEAVY_PACKAGE
+    size, matches = rg_json_size(corpus.rg, repo_corpus.REPO_HEAVY_PATTERN, heavy)
+    low, high = HEAVY_RAW_RANGE
+    if small_matches != repo_corpus.REPO_SMALL_MATCHES or not low <= size <= high:
+        raise CorpusError(f"repo corpus: {small_matches} small matches, heavy {size} bytes")
+    glob_bytes, glob_files = rg_files_size(corpus.rg, out / REPO_GLOB_PATH, REPO_GLOB_PATTERN)
+    cwd_dir = out / REPO_CWD_GLOB.removeprefix(f"{REPO_CWD}/")
+    _, cwd_files = rg_files_size(corpus.rg, cwd_dir, REPO_CWD_GLOB_PATTERN)
+    return {
+        **measured,
+        "repo_small_matches": small_matches,
+        "repo_heavy_raw_bytes": size,
+        "repo_heavy_matches": matches,
+        "repo_glob_files": glob_files,
+        "repo_glob_raw_bytes": glob_bytes,
+        "repo_cwd_glob_files": cwd_files,
+    }
 
 
 def as_dict(corpus: Corpus) -> dict[str, Any]:

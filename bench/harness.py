@@ -98,6 +98,9 @@ class Env:
     plain_queue: str
     spill_url: str
     tmp: Path
+    # A second in-process worker on the same directory with over-cap globs kept as the
+    # mtime head (sampling off), for the rows that compare both.
+    head_workspace_id: str = ""
 
     async def execute(self, workflow: Any, spec: Any) -> Any:
         """Run ``workflow`` with ``spec`` to completion; its result."""
@@ -112,6 +115,18 @@ class Env:
             task_queue=self.workflow_queue,
             execution_timeout=WORKFLOW_TIMEOUT,
         )
+
+    async def timed_activity(self, workflow: Any, spec: Any) -> tuple[float, float, Any]:
+        """End-to-end seconds, the seconds of its one activity (the server's
+        ``ActivityTaskStarted`` -> ``ActivityTaskCompleted`` event times, which leave out
+        Temporal's round trips), and the results. A full GC runs first, outside the timing."""
+        gc.collect()
+        started = time.perf_counter()
+        handle = await self.start(workflow, spec)
+        results = await handle.result()
+        seconds = time.perf_counter() - started
+        [activity_s] = await activity_seconds(handle)
+        return seconds, activity_s, results
 
     async def timed(self, workflow: Any, spec: Any) -> tuple[float, Any]:
         """Seconds from ``execute_workflow`` to its result (end to end), and the results.
@@ -129,6 +144,22 @@ class Env:
         return Spec(
             workspace_id=workspace_id or self.workspace_id, calls=list(calls), concurrent=concurrent
         )
+
+
+async def activity_seconds(handle: WorkflowHandle[Any, Any]) -> list[float]:
+    """Each completed activity's run in the workflow's history: its ``ActivityTaskStarted``
+    to its ``ActivityTaskCompleted`` (server clock)."""
+    started: dict[int, Any] = {}
+    took: list[float] = []
+    async for event in handle.fetch_history_events():
+        if event.HasField("activity_task_started_event_attributes"):
+            attrs = event.activity_task_started_event_attributes
+            started[attrs.scheduled_event_id] = event.event_time.ToDatetime()
+        elif event.HasField("activity_task_completed_event_attributes"):
+            attrs = event.activity_task_completed_event_attributes
+            since = started[attrs.scheduled_event_id]
+            took.append((event.event_time.ToDatetime() - since).total_seconds())
+    return took
 
 
 def worker_config(spill_url: str, **overrides: Any) -> FsSearchConfig:
@@ -160,11 +191,19 @@ async def open_env(workspace: Path, tmp: Path) -> AsyncIterator[Env]:
             worker_config(spill_url), workspace, workspace_id=workspace_id
         )
         activities = BenchActivities.around(built)
+        head_id = f"bench-head-{uuid.uuid4().hex[:8]}"
+        head = await build_activities(
+            worker_config(spill_url, sample_over_cap_glob_results=False),
+            workspace,
+            workspace_id=head_id,
+        )
         queue = f"bench-workflows-{uuid.uuid4().hex[:8]}"
         plain_queue = f"bench-plain-{uuid.uuid4().hex[:8]}"
         async with (
             maintenance(activities),
+            maintenance(head),
             new_worker(client, activities, workspace_id=workspace_id),
+            new_worker(client, head, workspace_id=head_id),
             Worker(client, task_queue=queue, workflows=WORKFLOWS),
             Worker(client, task_queue=plain_queue, activities=[plain_rg]),
         ):
@@ -178,6 +217,7 @@ async def open_env(workspace: Path, tmp: Path) -> AsyncIterator[Env]:
                 plain_queue=plain_queue,
                 spill_url=spill_url,
                 tmp=tmp,
+                head_workspace_id=head_id,
             )
     finally:
         server.stop()
@@ -199,12 +239,13 @@ async def child_worker(
     workspace: Path | None = None,
     settings: Mapping[str, str] | None = None,
     ready_timeout: float = 60.0,
+    sample: bool = True,
 ) -> AsyncIterator[ChildWorker]:
     """Run the project's ``fs-search worker`` command on the env's server and workspace
     (or ``workspace``).
 
     Same settings as the in-process worker (spill store via ``FS_SEARCH_SPILL_URL``,
-    sampled globs, defaults otherwise) plus ``settings`` (``FS_SEARCH_*`` variables);
+    sampled globs unless ``sample`` is False, defaults otherwise) plus ``settings`` (``FS_SEARCH_*`` variables);
     nothing else from this environment configures it. Stopped by pid (SIGTERM, then SIGKILL).
     """
     workspace_id = f"bench-child-{uuid.uuid4().hex[:8]}"
@@ -222,7 +263,7 @@ async def child_worker(
         env.server.address,
         "--namespace",
         "default",
-        "--sample-over-cap-glob-results",
+        "--sample-over-cap-glob-results" if sample else "--no-sample-over-cap-glob-results",
     ]
     environ = {
         k: v

@@ -99,11 +99,25 @@ def naive_overflow(rg: str, pattern: str, cwd: Path, cap: int) -> Consumed:
     return Consumed(seconds, len(matches), read)
 
 
-def naive_glob(rg: str, cwd: Path) -> Consumed:
-    """Run ``rg --files --sort=modified``, decode its output and split it into lines."""
+def glob_argv(rg: str, pattern: str | None = None, *, same_files: bool = True) -> list[str]:
+    """The reference glob command: ``rg --files --sort=modified``; with a ``pattern``, its
+    ``--glob``, and (``same_files``) what selects the files fs-search's glob lists: ignored
+    and hidden files too."""
+    argv = [rg, "--files", "--sort=modified"]
+    if pattern is not None:
+        argv += ["--no-ignore", "--hidden"] if same_files else []
+        argv.append(f"--glob={pattern}")
+    return argv
+
+
+def naive_glob(
+    rg: str, cwd: Path, pattern: str | None = None, *, same_files: bool = True
+) -> Consumed:
+    """Run ``rg --files --sort=modified`` (``glob_argv``), decode its output and split it
+    into lines."""
     started = time.perf_counter()
     proc = subprocess.run(
-        [rg, "--files", "--sort=modified"],
+        glob_argv(rg, pattern, same_files=same_files),
         cwd=cwd,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,

@@ -3,8 +3,9 @@ model-facing text.
 
 Light (pure code): workflow code reads :func:`one_line` and :func:`read_spill_text`. The
 offload (helper processes) loads on first use. Private behind this front: ``_parse``,
-``_glob_names``, ``_digest`` (raw output → everything a result needs), ``_text`` (pages,
-previews, footers), ``_paging`` (read_spill pages), ``_offload`` and ``_helper``.
+``_glob_names``, ``_glob_tree``, ``_glob_sample`` (the recursively balanced page),
+``_glob_artifact``, ``_digest`` (raw output → everything a result needs), ``_text``
+(pages, previews, footers), ``_paging`` (read_spill pages), ``_offload`` and ``_helper``.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from fs_search.activities.results import _glob_artifact as glob_artifact
 from fs_search.activities.results import _glob_names as glob_names
 from fs_search.activities.results import _parse as parse
 from fs_search.activities.results import _text as render
@@ -125,7 +126,7 @@ def glob(
 
     The output stays one buffer: only the page's paths become ``str`` objects (and every
     path when ``every``), so memory is a small multiple of the output (under two when the
-    artifact is built in the buffer itself, see ``glob_names.artifact``).
+    artifact is built in the buffer itself, see ``glob_artifact.artifact``).
     """
     names = glob_names.blob(chunks)
     # The output is handed over: the caller's chunks go as soon as the blob holds them.
@@ -137,5 +138,5 @@ def glob(
     if artifact and total > len(page.indices):
         owned = [names]
         del names  # artifact() drops the blob once decoded: two copies at most
-        text = glob_names.artifact(owned, target)
+        text = glob_artifact.artifact(owned, target)
     return GlobDigest(total=total, page=page, shown=shown, artifact=text, every=paths)

@@ -12,6 +12,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 
+from fs_search.activities.results import _glob_sample as glob_sample
 from fs_search.activities.results import _text as render
 from fs_search.activities.workspace import SearchTarget
 
@@ -28,6 +29,9 @@ _MIN_RUN = 4
 _BEFORE_ROOT_FILE = re.compile(rb"\0(?=[^\0/]*\0)")
 # Names are scanned in windows of about this many bytes, bounding the objects alive at once.
 _WINDOW = 1 << 20
+# An empty name (after the first): a regex finds a two-byte pattern starting with NUL
+# several times faster than ``in``, as NUL ends every name.
+_EMPTY_NAME = re.compile(rb"\0\0")
 # Top-level directories counted in one dict at most (about 100 bytes each).
 _MAX_KEYS = 1 << 18
 # The names buffer (see blob): read as bytes, grown and rewritten in place as a bytearray.
@@ -44,7 +48,7 @@ def blob(chunks: list[bytes]) -> bytearray:
     chunks.reverse()
     while chunks:
         names += chunks.pop()
-    if names.startswith(b"\0") or b"\0\0" in names:  # empty names: never from rg, never listed
+    if names.startswith(b"\0") or _EMPTY_NAME.search(names):  # never from rg, never listed
         names = bytearray(re.sub(rb"\0\0+", b"\0", names).lstrip(b"\0"))
     if names and not names.endswith(b"\0"):
         names += b"\0"
@@ -64,12 +68,35 @@ def listing(
     shown = [target.display(_name_at(names, start)) for start in starts]
     paths = None
     if every:
-        paths = _display_text(names.decode("utf-8", "replace"), target).split("\0")[:-1]
+        paths = display_text(names.decode("utf-8", "replace"), target).split("\0")[:-1]
     return total, page, shown, paths
 
 
 def _sampled(names: Names, total: int, cap: int) -> tuple[render.GlobPage, list[int]]:
-    """The sampled page and where its names start.
+    """The sampled page and where its names start: recursively balanced
+    (:mod:`._glob_sample`); in a listing with too many directories to count in its memory
+    budget, balanced between the top-level entries only (:func:`_top_level_sampled`). A
+    flat result (one path per top-level entry) is the head, not sampled."""
+    got = glob_sample.sample(names, total, cap)
+    if got is None:
+        return _top_level_sampled(names, total, cap)
+    if got.entries == total:
+        return render.GlobPage(indices=list(range(cap)), sampled=False), _starts(
+            names, 0, b"\0", cap
+        )
+    index = _indices(names, got.starts)
+    page = render.GlobPage(
+        indices=[index[s] for s in got.starts],
+        sampled=True,
+        groups_reached=got.reached,
+        groups_total=got.entries,
+        directories=got.directories,
+    )
+    return page, got.starts
+
+
+def _top_level_sampled(names: Names, total: int, cap: int) -> tuple[render.GlobPage, list[int]]:
+    """The page sampled between the entries directly under the search root only.
 
     Rounds take each group's next path, groups in order of first appearance, until the
     cap; the page shows the groups in that order, each group's paths in list order. A
@@ -116,7 +143,7 @@ def _groups(names: Names, total: int, *, cap: int) -> tuple[Counter[bytes], int]
     """
     limit = max(cap, _MAX_KEYS)
     dirs: Counter[bytes] = Counter()
-    for start, end in _windows(names):
+    for start, end in windows(names):
         _count(names, start, end, dirs)
         if len(dirs) > limit:
             break
@@ -127,7 +154,7 @@ def _groups(names: Names, total: int, *, cap: int) -> tuple[Counter[bytes], int]
     groups = 0
     for part in range(parts):
         seen: set[bytes] = set()
-        for start, end in _windows(names):
+        for start, end in windows(names):
             keys = _NAME.findall(names, start, end)
             groups += keys.count(b"") if part == 0 else 0
             seen.update(k for k in keys if k and hash(k) % parts == part)
@@ -200,7 +227,7 @@ def _indices(names: Names, starts: list[int]) -> dict[int, int]:
     return found
 
 
-def _windows(names: Names) -> Iterator[tuple[int, int]]:
+def windows(names: Names) -> Iterator[tuple[int, int]]:
     """(start, end) spans of about ``_WINDOW`` bytes, each ending just after a NUL."""
     start = 0
     while start < len(names):
@@ -213,7 +240,7 @@ def _name_at(names: Names, start: int) -> str:
     return names[start : names.index(b"\0", start)].decode("utf-8", "replace")
 
 
-def _display_text(text: str, target: SearchTarget) -> str:
+def display_text(text: str, target: SearchTarget) -> str:
     """NUL-terminated names -> NUL-terminated display paths.
 
     In bulk when the display is a fixed head joined to the name (the usual case).
@@ -227,39 +254,3 @@ def _display_text(text: str, target: SearchTarget) -> str:
     # each copy as the next one is made, when the caller passes a temporary.
     text = text.replace("\0", "\0" + head, text.count("\0") - 1)
     return head + text
-
-
-def artifact(owned: list[bytearray], target: SearchTarget) -> str | bytearray:
-    """The glob spill artifact, every display path (one line each) in list order, built
-    from the names buffer in bulk; ``owned`` holds the only reference to it.
-
-    Names shown as they are (no ``path`` prefix) in ASCII without line breaks, as nearly
-    always, become the artifact in place: its UTF-8 text, the buffer itself, each NUL
-    turned into a newline a window at a time. Otherwise the buffer is dropped once
-    decoded and each step replaces the previous copy, so at most two exist at once.
-    """
-    names = owned.pop()
-    if _shown_as_is(names, target):
-        for start, end in _windows(names):
-            names[start:end] = names[start:end].replace(b"\0", b"\n")
-        return names
-    text = _display_text(names.decode("utf-8", "replace"), target)
-    del names
-    text = render.one_line(text)
-    return text.replace("\0", "\n")
-
-
-# ASCII characters that some reader renders as a line break (render.one_line escapes them).
-_ASCII_BREAKS = b"\n\r\v\f\x1c\x1d\x1e"
-
-
-def _shown_as_is(names: bytearray, target: SearchTarget) -> bool:
-    """Whether each name's artifact line is the name itself: displayed without a prefix,
-    ASCII, with nothing to escape (checked a window at a time: no second copy)."""
-    if target.display("\0") != "\0" or names.startswith(b"./") or b"\0./" in names:
-        return False
-    for start, end in _windows(names):
-        window = names[start:end]
-        if not window.isascii() or len(window.translate(None, _ASCII_BREAKS)) != len(window):
-            return False
-    return True

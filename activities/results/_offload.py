@@ -39,6 +39,9 @@ R = TypeVar("R")
 
 # Below this much raw output, a thread hop is cheaper than another process.
 PROCESS_THRESHOLD_BYTES = 512 * 1024
+# Below this much, the digest runs on the event loop itself (a few hundred microseconds at
+# most): waking a thread and coming back costs more than that on a busy machine.
+INLINE_THRESHOLD_BYTES = 32 * 1024
 # From this much raw output, a job alone is split: half parsed in a helper, half in a thread.
 SPLIT_THRESHOLD_BYTES = 4 * 1024 * 1024
 # Allocations from this size are always served by mmap, so freeing them returns the memory.
@@ -153,6 +156,8 @@ class Offload:
     Args:
         processes: helper processes at most (0: always a thread). They start on demand.
         threshold: raw bytes from which work goes to a helper.
+        inline_threshold: raw bytes below which work runs on the event loop (never more
+            than ``threshold``).
     """
 
     def __init__(
@@ -161,11 +166,13 @@ class Offload:
         *,
         threshold: int = PROCESS_THRESHOLD_BYTES,
         split_threshold: int = SPLIT_THRESHOLD_BYTES,
+        inline_threshold: int = INLINE_THRESHOLD_BYTES,
     ) -> None:
         mmap_large_allocations()
         self.processes = processes
         self.threshold = threshold
         self.split_threshold = split_threshold
+        self.inline_threshold = min(inline_threshold, threshold)
         self._idle: list[_Helper] = []
         self._in_flight = 0
         self._available: asyncio.Semaphore | None = None
@@ -179,7 +186,8 @@ class Offload:
         *args: P.args,
         **kwargs: P.kwargs,
     ) -> R:
-        """``job(chunks, *args, **kwargs)``: in a helper for a large output, else a thread.
+        """``job(chunks, *args, **kwargs)``: in a helper for a large output, else a thread
+        (a tiny one on the event loop).
 
         A helper runs only jobs registered in :data:`_helper.JOBS` (found there by name: a
         grep digest); any other job (a glob digest) always runs in a thread. A lone job
@@ -189,12 +197,14 @@ class Offload:
         a whole output to another process only pays off when digests would otherwise
         queue for the one core.
         """
+        size = sum(len(c) for c in chunks)
+        if size < self.inline_threshold:
+            return job(chunks, *args, **kwargs)
         self._in_flight += 1
         try:
             local = functools.partial(job, chunks, *args, **kwargs)
             name = job_name(job)
             alone = self._in_flight <= 1
-            size = sum(len(c) for c in chunks)
             if self.processes > 0 and alone and size >= self.split_threshold and name in SPLITS:
                 head, tail = halves(chunks, size)
                 if tail:

@@ -37,6 +37,7 @@ class GlobPage:
     sampled: bool
     groups_reached: int = 0
     groups_total: int = 0
+    directories: int = 0  # distinct directories the page's paths are in (0: not counted)
 
 
 def glob_text(
@@ -59,9 +60,12 @@ def glob_text(
         where = "the search root" if root == "." else one_line(root)
         footer = (
             f"(Showing {len(shown)} of {total} files, sampled across the top-level entries "
-            f"of {where}: one file per entry per round, each entry's files oldest modified "
-            f"first. Reached {page.groups_reached} of {page.groups_total} top-level entries"
+            f"of {where} and, inside each directory, across its entries: one file per entry "
+            f"per round, oldest modified first. Reached {page.groups_reached} of "
+            f"{page.groups_total} top-level entries"
         )
+        if page.directories:
+            footer += f" and {page.directories} directories"
         if page.groups_reached < page.groups_total:
             footer += "; narrow `path` to one of them to see the rest"
         footer += f". {omitted} more not shown.)"

@@ -26,6 +26,7 @@ unconfined by accident.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import resource
 import struct
@@ -43,8 +44,12 @@ _SCOPES = (1 << 0) | (1 << 1)  # abstract unix sockets and signals (ABI 6)
 _FAILED = 125
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
+    # Once per process: a child forked by the launch server inherits it ready to call.
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc
 
 
 def landlock_abi() -> int:
@@ -76,8 +81,14 @@ def _check(libc: ctypes.CDLL, result: int, what: str) -> int:
 def restrict(abi: int, readable: list[int], files: list[str], executable: str) -> None:
     """Restrict this process (and what it execs) to reading beneath the directories open as
     ``readable``, reading ``files`` and running ``executable``."""
+    enforce(ruleset(abi, readable, files, executable))
+
+
+def ruleset(abi: int, readable: list[int], files: list[str], executable: str) -> int:
+    """A Landlock ruleset (its descriptor) allowing only reading beneath the directories
+    open as ``readable``, reading ``files`` and running ``executable``. The launch server
+    builds it before forking (in the child, the same work cost ~0.8 ms a search)."""
     libc = _libc()
-    libc.syscall.restype = ctypes.c_long
     handled = _fs_rights(abi)
     attr = struct.pack("=Q", handled)
     if abi >= 4:
@@ -85,7 +96,7 @@ def restrict(abi: int, readable: list[int], files: list[str], executable: str) -
     if abi >= 6:
         attr += struct.pack("=Q", _SCOPES)
     buf = ctypes.create_string_buffer(attr, len(attr))
-    ruleset = _check(
+    fd_ruleset = _check(
         libc,
         libc.syscall(
             ctypes.c_long(_SYS_CREATE_RULESET), buf, ctypes.c_size_t(len(attr)), ctypes.c_uint32(0)
@@ -99,7 +110,7 @@ def restrict(abi: int, readable: list[int], files: list[str], executable: str) -
             libc,
             libc.syscall(
                 ctypes.c_long(_SYS_ADD_RULE),
-                ctypes.c_int(ruleset),
+                ctypes.c_int(fd_ruleset),
                 ctypes.c_int(_RULE_PATH_BENEATH),
                 rule,
                 ctypes.c_uint32(0),
@@ -107,24 +118,39 @@ def restrict(abi: int, readable: list[int], files: list[str], executable: str) -
             f"landlock_add_rule({what})",
         )
 
-    for fd in readable:
-        add(fd, _READ_FILE | _READ_DIR, f"descriptor {fd}")
-    # Files only (a rule on a file takes file rights only): rg and its loader's files.
-    for path, rights in [(executable, _EXECUTE | _READ_FILE)] + [
-        (p, _EXECUTE | _READ_FILE) for p in files
-    ]:
-        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-        try:
-            add(fd, rights, path)
-        finally:
-            os.close(fd)
-    _check(libc, libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
-    _check(
-        libc,
-        libc.syscall(ctypes.c_long(_SYS_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0)),
-        "landlock_restrict_self",
-    )
-    os.close(ruleset)
+    try:
+        for fd in readable:
+            add(fd, _READ_FILE | _READ_DIR, f"descriptor {fd}")
+        # Files only (a rule on a file takes file rights only): rg and its loader's files.
+        for path, rights in [(executable, _EXECUTE | _READ_FILE)] + [
+            (p, _EXECUTE | _READ_FILE) for p in files
+        ]:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            try:
+                add(fd, rights, path)
+            finally:
+                os.close(fd)
+    except BaseException:
+        os.close(fd_ruleset)
+        raise
+    return fd_ruleset
+
+
+def enforce(ruleset: int) -> None:
+    """Restrict this process (and what it execs) by ``ruleset`` (see :func:`ruleset`),
+    which is closed."""
+    libc = _libc()
+    try:
+        _check(libc, libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
+        _check(
+            libc,
+            libc.syscall(
+                ctypes.c_long(_SYS_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0)
+            ),
+            "landlock_restrict_self",
+        )
+    finally:
+        os.close(ruleset)
 
 
 def limit(memory_mb: int) -> None:

@@ -11,9 +11,11 @@ start-to-close timeout; :func:`storing_payload` bounds it and words it.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import errno
 import logging
 import math
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TypeVar
@@ -31,6 +33,24 @@ FULL = "is full"
 SLOW = "did not answer in time"
 DOWN = "is unavailable"
 NO_TIME = "could not be reached before the call's time ran out"
+
+
+# When the running call's budget runs out (time.monotonic()), kept by the activity for the
+# payload upload that Temporal's encoding runs after the activity returned, in the same task.
+_BUDGET_ENDS: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "fs_search_budget_ends", default=None
+)
+
+
+def keep_budget(ends: float | None) -> None:
+    """Remember when the running call's budget runs out, for :func:`storing_payload`."""
+    _BUDGET_ENDS.set(ends)
+
+
+def budget_left(ends: float | None = None) -> float | None:
+    """Seconds until ``ends`` (default: the kept budget end); None when unknown."""
+    ends = _BUDGET_ENDS.get() if ends is None else ends
+    return None if ends is None else ends - time.monotonic()
 
 
 def time_left() -> float | None:
@@ -72,12 +92,15 @@ def payload_failure(size: int, reason: str) -> SearchError:
 
 async def storing_payload(store: Callable[[], Awaitable[T]], *, size: int, where: str) -> T:
     """Run a payload driver's ``store`` work: inside an activity, bounded by the attempt's
-    deadline (less :data:`RETURN_MARGIN_S`) and failing as a non-retryable SEARCH_FAILED in
-    plain words (the details go to the log); anywhere else (a caller, a workflow worker),
-    as it is."""
+    deadline (less :data:`RETURN_MARGIN_S`) and by what the call's budget has left (kept by
+    :func:`keep_budget`, at least ``SAVE_FLOOR_S``), failing as a non-retryable
+    SEARCH_FAILED in plain words (the details go to the log); anywhere else (a caller, a
+    workflow worker), as it is."""
     if not activity.in_activity():
         return await store()
-    limit = window_s(time_left(), cap_s=math.inf, margin_s=RETURN_MARGIN_S)
+    limit = window_s(
+        time_left(), cap_s=math.inf, margin_s=RETURN_MARGIN_S, budget_left_s=budget_left()
+    )
     try:
         if limit <= 0:
             raise TimeoutError("no time left in the attempt")

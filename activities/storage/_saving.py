@@ -13,7 +13,13 @@ from opentelemetry.trace import Status, StatusCode
 from fs_search.activities import results
 from fs_search.activities.contract import SpillRef
 from fs_search.activities.progress import Progress
-from fs_search.activities.storage._attempt import payload_failure, reason_of, time_left
+from fs_search.activities.storage._attempt import (
+    budget_left,
+    keep_budget,
+    payload_failure,
+    reason_of,
+    time_left,
+)
 from fs_search.activities.storage._deadline import SAVE_MARGIN_S, window_s
 from fs_search.activities.storage._keys import UNNAMED_WORKSPACE, SpillFailed, spill_key
 from fs_search.activities.storage._storage import Storage
@@ -22,8 +28,9 @@ from fs_search.activities.telemetry import SearchTelemetry
 log = logging.getLogger(__name__)
 
 # A spill (or a payload-store check) that takes longer than this is given up on, and one
-# that would end within SAVE_MARGIN_S of the attempt's deadline sooner: the inline page is
-# returned (the check fails the call once).
+# that would outlast the call's budget (by more than SAVE_FLOOR_S) or end within
+# SAVE_MARGIN_S of the attempt's deadline sooner: the inline page is returned (the check
+# fails the call once).
 SPILL_TIMEOUT_S = 15.0
 # spill_error when the attempt had no time left to try the store at all.
 NO_TIME_TO_SAVE = "no time was left in the call to save it"
@@ -62,15 +69,21 @@ class Saver:
         ``owner``: whose artifact it is (``directory_owner``: the workspace and the directory
         the call ran in); default the Saver's ``workspace``.
 
-        Bounded by the running attempt's deadline (less :data:`SAVE_MARGIN_S`, for the
-        page and the result), and by :data:`SPILL_TIMEOUT_S`: a slow store costs the spill,
-        never the search."""
+        Bounded by what the call's budget has left (at least ``SAVE_FLOOR_S``), by the
+        running attempt's deadline (less :data:`SAVE_MARGIN_S`, for the page and the
+        result), and by :data:`SPILL_TIMEOUT_S`: a slow store costs the spill, never the
+        search, and never much more than the call's budget."""
         progress.phase = "spill"
         with self.telemetry.span(
             "fs_search.spill", **{"fs_search.spill.backend": self.store.backend}
         ) as span:
             ref, error = None, None
-            limit = window_s(time_left(), cap_s=SPILL_TIMEOUT_S, margin_s=SAVE_MARGIN_S)
+            limit = window_s(
+                time_left(),
+                cap_s=SPILL_TIMEOUT_S,
+                margin_s=SAVE_MARGIN_S,
+                budget_left_s=budget_left(progress.budget_ends()),
+            )
             span.set_attribute("fs_search.spill.window_s", max(0.0, limit))
             try:
                 span.set_attribute("fs_search.spill.bytes", utf8_length(text))
@@ -99,19 +112,27 @@ class Saver:
         )
         return ref, error, note
 
-    async def ready_for(self, estimate: int) -> None:
+    async def ready_for(self, estimate: int, progress: Progress) -> None:
         """Fail once, clearly, when a large result would need a store that is down or full.
 
         A result over the payload threshold crosses Temporal through external storage; if
         that store is unreachable or has no room for it, the SDK's upload would fail after
         the activity returned. The check is bounded like a spill; with no time left for it,
         the upload itself is bounded by the attempt and fails as clearly
-        (``storage.attempt.storing_payload``).
+        (``storage.attempt.storing_payload``). The call's budget end is kept for that
+        upload, which runs after the activity returned.
         """
+        ends = progress.budget_ends()
+        keep_budget(ends)
         if estimate < self.storage.payload_threshold:
             return
         payloads = self.storage.payloads
-        limit = window_s(time_left(), cap_s=SPILL_TIMEOUT_S, margin_s=SAVE_MARGIN_S)
+        limit = window_s(
+            time_left(),
+            cap_s=SPILL_TIMEOUT_S,
+            margin_s=SAVE_MARGIN_S,
+            budget_left_s=budget_left(ends),
+        )
         if limit <= 0:
             return
         try:

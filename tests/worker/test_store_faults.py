@@ -181,3 +181,79 @@ async def test_a_full_payload_store_fails_once_in_plain_words(dev_env, tmp_path,
     _assert_plain_words(result.text, str(tmp_path))
     assert left == []
     assert logged in worker.log()
+
+
+async def _activity_seconds(handle: Any) -> float:
+    """From the call's ActivityTaskStarted to its close (completed or failed), server clock."""
+    events = (await handle.fetch_history()).events
+    started = next(e for e in events if e.HasField("activity_task_started_event_attributes"))
+    closed = next(
+        e
+        for e in events
+        if e.HasField("activity_task_completed_event_attributes")
+        or e.HasField("activity_task_failed_event_attributes")
+    )
+    return (closed.event_time.ToDatetime() - started.event_time.ToDatetime()).total_seconds()
+
+
+async def _timed_call(dev_env, queue: str, options: Options, call) -> tuple[ToolResult, float]:
+    """One call: its result and its activity's duration."""
+    handle = await dev_env.client.start_workflow(
+        CallsWorkflow.run,
+        Calls(options=options, calls=[call]),
+        id=f"store-{uuid.uuid4()}",
+        task_queue=queue,
+    )
+    [result] = await asyncio.wait_for(handle.result(), 120)
+    assert await _attempts(handle) == [1]
+    return result, await _activity_seconds(handle)
+
+
+# A 3 s call against a store that hangs: its page (or its failure) comes back about when its
+# budget ends, whatever the attempt's start-to-close (minutes with FsSearchTools' defaults,
+# which add the queueing budget), at worst SAVE_FLOOR_S (1.5 s) after it, plus slack.
+BUDGET_MS = 3000
+WITHIN_S = 3.0 + 1.5 + 1.0
+
+
+async def test_a_paused_s3_spill_gives_up_when_the_calls_budget_ends(dev_env, tmp_path, own_s3):
+    """A 3-second call with default options, S3 stopped: its page comes back within about
+    5 s saying the complete result could not be saved (the spill waited 15 s before)."""
+    ws = write_tree(tmp_path / "ws", {"a.txt": "".join(f"hit {i}\n" for i in range(HITS))})
+    grep = ("grep", {"pattern": "hit"})
+    async with _worker_on(dev_env, ws, own_s3.env("spill")) as (wsid, queue, _):
+        options = Options(workspace_id=wsid, timeout_ms=BUDGET_MS)
+        await _timed_call(dev_env, queue, options, grep)  # warm: the store answers
+        assert own_s3.server.process.pid is not None
+        with paused(own_s3.server.process.pid):
+            result, seconds = await _timed_call(dev_env, queue, options, grep)
+    assert not result.is_error and result.result is not None, result.text
+    assert result.result.spill is None and result.result.total == HITS
+    assert f"Could not save all {HITS} matching lines" in result.text
+    assert seconds < WITHIN_S, seconds
+
+
+@pytest.mark.parametrize("case", ["checked", "underestimated"])
+async def test_a_paused_s3_payload_store_fails_when_the_calls_budget_ends(
+    dev_env, tmp_path, own_s3, case
+):
+    """A 3-second `spill: false` call with default options, S3 stopped: SEARCH_FAILED within
+    about 5 s, whether the payload check hangs ("checked") or the upload Temporal makes
+    after the activity returned does (a result whose size the estimate misses, so it is
+    not checked: each \\x01 is 1 byte of text but 6 of JSON)."""
+    if case == "checked":
+        lines = "".join(f"hit {i} {'x' * 200}\n" for i in range(2000))  # ~0.5 MB
+    else:
+        lines = "".join(f"hit {i} {chr(1) * 60}\n" for i in range(1500))  # ~0.2 MB estimated
+    ws = write_tree(tmp_path / "ws", {"a.txt": lines})
+    grep = ("grep", {"pattern": "hit"})
+    async with _worker_on(dev_env, ws, own_s3.env("spill")) as (wsid, queue, worker):
+        options = Options(workspace_id=wsid, timeout_ms=BUDGET_MS, spill=False)
+        assert own_s3.server.process.pid is not None
+        with paused(own_s3.server.process.pid):
+            result, seconds = await _timed_call(dev_env, queue, options, grep)
+    assert result.error is not None and result.error.code == ErrorCode.SEARCH_FAILED, result.text
+    assert "payload store did not answer in time" in result.text
+    assert seconds < WITHIN_S, seconds
+    logged = "cannot take a result" if case == "checked" else "storing a result"
+    assert logged in worker.log()

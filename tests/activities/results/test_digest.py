@@ -15,8 +15,11 @@ from hypothesis import strategies as st
 
 from fs_search.activities.results import _digest as digest
 from fs_search.activities.results import _glob_names as glob_names
+from fs_search.activities.results import _glob_sample as glob_sample
+from fs_search.activities.results import _glob_tree as glob_tree
 from fs_search.activities.results import _text as render
 from fs_search.activities.workspace import SearchTarget
+from tests.activities.results.sampling import reference_page
 
 ROOT = SearchTarget(run_dir="/w", file_arg=None, prefix="", root=".")
 TARGETS = [
@@ -29,45 +32,12 @@ TARGETS = [
 PARTS = [b"a", b"b", b"cc", b"d e", b"\xc3\xa9", b"\xff", b"x\ny", b"u\xe2\x80\xa8", b"."]
 
 
-def reference_page(rel: list[str], *, cap: int, sample: bool) -> render.GlobPage:
-    """The contract's page, computed the obvious way over one ``str`` per path: the head,
-    or rounds over the top-level entries in order of first appearance until the cap."""
-    total = len(rel)
-    if total <= cap or not sample:
-        return render.GlobPage(indices=list(range(min(total, cap))), sampled=False)
-    groups: dict[str, list[int]] = {}
-    for i, path in enumerate(rel):
-        groups.setdefault(path.split("/", 1)[0], []).append(i)
-    members = list(groups.values())
-    if all(len(m) == 1 for m in members):
-        return render.GlobPage(indices=list(range(cap)), sampled=False)
-    taken = [0] * len(members)
-    remaining = cap
-    active = list(range(len(members)))
-    while remaining and active:
-        still: list[int] = []
-        for g in active:
-            if not remaining:
-                break
-            taken[g] += 1
-            remaining -= 1
-            if taken[g] < len(members[g]):
-                still.append(g)
-        active = still
-    return render.GlobPage(
-        indices=[i for g, m in enumerate(members) for i in m[: taken[g]]],
-        sampled=True,
-        groups_reached=sum(1 for t in taken if t),
-        groups_total=len(members),
-    )
-
-
 def reference(names: list[bytes], target: SearchTarget, *, cap: int, sample: bool):
     """What the page, the paths shown, every path and the artifact are: computed from the
     decoded list, one ``str`` per path."""
     rel = [n.decode("utf-8", "replace") for n in names]
     display = [target.display(r) for r in rel]
-    page = reference_page(rel, cap=cap, sample=sample)
+    page = reference_page(names, cap=cap, sample=sample)
     artifact = "".join(render.one_line(p) + "\n" for p in display)
     return page, [display[i] for i in page.indices], display, artifact
 
@@ -106,10 +76,14 @@ def test_glob_digest_matches_rendering_the_decoded_list(
     names, target, cap, sample, cuts, small_limits
 ):
     """Page, shown paths, every path and artifact equal render's over the decoded list,
-    whatever the chunking, and past the limit of directories counted in a dict too."""
+    whatever the chunking, and counted in small windows (name by name too)."""
     chunks = split(b"".join(n + b"\0" for n in names), cuts)
-    limits = {"_MAX_KEYS": 1, "_WINDOW": 5} if small_limits else {}
-    with mock.patch.multiple(glob_names, **limits) if limits else contextlib.nullcontext():
+    with contextlib.ExitStack() as stack:
+        if small_limits:
+            stack.enter_context(mock.patch.multiple(glob_names, _WINDOW=5))
+            stack.enter_context(
+                mock.patch.multiple(glob_tree, _WINDOW=5, _NAMES_WINDOW=3, _PROBE_RUNS=2)
+            )
         got = digest.glob(chunks, target, cap=cap, sample=sample, artifact=True, every=True)
     page, shown, display, artifact = reference(names, target, cap=cap, sample=sample)
     assert (got.page, got.shown, got.every, got.total) == (page, shown, display, len(names))
@@ -212,12 +186,20 @@ def synthetic_output(size: int, name) -> bytes:
     [
         pytest.param(lambda i: b"d%03d/f%07d.txt" % (i % 100, i), 20_000_000, {}, id="100-dirs"),
         pytest.param(lambda i: b"f%07d.txt" % i, 20_000_000, {}, id="flat-root-files"),
-        # Past the dict's limit (scaled down with the output, for time): hash partitions.
+        # Past the directories' budget and the dict's limit (scaled down with the output,
+        # for time): the top-level entries only, counted by hash partitions.
         pytest.param(
             lambda i: b"d%07d/f" % i,
             2_000_000,
-            {"_MAX_KEYS": 1 << 14, "_WINDOW": 1 << 16},
+            {"_MAX_KEYS": 1 << 14, "_WINDOW": 1 << 16, "_MIN_BUDGET": 1 << 18},
             id="one-dir-per-file",
+        ),
+        # A deep tree, balanced recursively: a few names per directory.
+        pytest.param(
+            lambda i: b"p%02d/src/m%03d/s%d/f%07d.ts" % (i % 40, i // 40 % 200, i % 3, i),
+            8_000_000,
+            {},
+            id="deep-tree",
         ),
     ],
 )
@@ -230,7 +212,10 @@ def test_glob_digest_memory_is_a_small_multiple_of_the_output(name, size, limits
     size = sum(len(c) for c in chunks)
     tracemalloc.start()
     try:
-        with mock.patch.multiple(glob_names, **limits) if limits else contextlib.nullcontext():
+        with contextlib.ExitStack() as stack:
+            for module in (glob_names, glob_sample, glob_tree):
+                if mine := {k: v for k, v in limits.items() if hasattr(module, k)}:
+                    stack.enter_context(mock.patch.multiple(module, **mine))
             got = digest.glob(chunks, ROOT, cap=100, sample=True, artifact=True, every=False)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
@@ -239,22 +224,54 @@ def test_glob_digest_memory_is_a_small_multiple_of_the_output(name, size, limits
     assert peak <= 3 * size, f"peak {peak / size:.2f}x the output"
 
 
+@pytest.mark.parametrize("prefix", ["", "globmem", "/w/a deep/path/to/the/search root"])
+def test_a_prefixed_glob_artifact_costs_its_prefixes_not_a_copy(prefix):
+    """With a ``path`` prefix the artifact is still made in the names buffer: the digest's
+    peak is the output, the prefixes it adds, and small change (the text path took 2.7x)."""
+    target = SearchTarget(run_dir="/w", file_arg=None, prefix=prefix, root=prefix or ".")
+    raw = synthetic_output(20_000_000, lambda i: b"d%03d/f%07d.txt" % (i % 100, i))
+    chunks = [raw[i : i + 65536] for i in range(0, len(raw), 65536)]
+    size, count = len(raw), raw.count(b"\0")
+    del raw
+    tracemalloc.start()
+    try:
+        got = digest.glob(chunks, target, cap=100, sample=True, artifact=True, every=False)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    added = count * (len(prefix) + 1 if prefix else 0)
+    assert isinstance(got.artifact, bytearray) and len(got.artifact) == size + added
+    first = (f"{prefix}/" if prefix else "") + "d000/f0000000.txt\n"
+    assert got.artifact.startswith(first.encode())
+    # Each growth of a bytearray reserves an eighth more, counted here though never
+    # touched (so never resident); the text path peaked at 2.7x.
+    assert peak <= (size + added) * 1.25 + 3_000_000, f"peak {peak / size:.2f}x the output"
+
+
 # --- the glob artifact built in the names buffer itself ----------------------------------
-# ASCII names shown as they are (no ``path`` prefix), with nothing to escape, become the
-# artifact in place (UTF-8 bytes, the buffer the output was read into: never a second
-# copy); anything else is decoded and escaped as text. Both say the same.
+# Valid UTF-8 names shown behind a fixed head (none, or the ``path`` prefix), with nothing
+# to escape, become the artifact in place (UTF-8 bytes, the buffer the output was read
+# into, grown by one head per name: never a second copy); anything else is decoded and
+# escaped as text. Both say the same.
 
 
 @pytest.mark.parametrize(
     ("names", "prefix", "in_place"),
     [
         ([b"a/1.txt", b"b/2.txt", b"c.txt"] * 40, "", True),
-        ([b"a/1.txt", b"b/2.txt"] * 40, "src", False),  # shown under a prefix
-        ([b"a/1.txt", "\u00e9/2.txt".encode()] * 40, "", False),  # not ASCII
-        ([b"a/1.txt", b"b/two\rlines.txt"] * 40, "", False),  # a break to escape
-        ([b"a/1.txt", b"b/new\nline.txt"] * 40, "", False),
+        ([b"a/1.txt", b"b/2.txt"] * 40, "src", True),  # shown under a prefix
+        ([b"a/1.txt", b"b/2.txt"] * 40, "src/", True),
+        ([b"a/1.txt", b"b/2.txt"] * 40, "/w/\u00e9 x", True),  # a UTF-8 prefix
+        ([b"a/1.txt", b"b/2.txt"] * 40, "a\u2028b", True),  # a prefix escaped once
+        ([b"a/1.txt", "\u00e9/2.txt".encode()] * 40, "", True),  # UTF-8
+        ([b"a/1.txt", "\u00e9/2.txt".encode()] * 40, "src", True),
+        ([b"a/1.txt", "b/\u2028.txt".encode()] * 40, "", False),  # a break to escape
+        ([b"a/1.txt", "b/\x85.txt".encode()] * 40, "src", False),
+        ([b"a/1.txt", b"b/two\rlines.txt"] * 40, "", False),
+        ([b"a/1.txt", b"b/new\nline.txt"] * 40, "src", False),
         ([b"./a/1.txt", b"./b/2.txt"] * 40, "", False),  # shown without their ./
         ([b"a/1.txt", b"\xff/2.txt"] * 40, "", False),  # not UTF-8
+        ([b"a/1.txt", b"\xff/2.txt"] * 40, "src", False),
     ],
 )
 def test_a_glob_artifact_is_built_in_place_only_when_it_is_the_names(names, prefix, in_place):

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -294,3 +295,18 @@ async def test_cancelling_a_split_digest_leaves_the_offload_usable():
         assert len(offload.helper_pids) == 1
     finally:
         offload.shutdown()
+
+
+async def test_a_tiny_digest_runs_on_the_event_loop_and_a_larger_one_in_a_thread():
+    """Under the inline threshold the job runs on the loop's own thread (no hop to a
+    thread and back); from it, in a thread."""
+    seen: list[int] = []
+
+    def job(chunks: list[bytes]) -> int:
+        seen.append(threading.get_ident())
+        return sum(len(c) for c in chunks)
+
+    offload = Offload(0, inline_threshold=1024)
+    assert await offload.run(job, [b"x" * 100]) == 100
+    assert await offload.run(job, [b"x" * 4096]) == 4096
+    assert seen[0] == threading.get_ident() != seen[1]

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import math
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from fs_search.activities.contract import GlobRequest
-from fs_search.activities.storage._deadline import SAVE_MARGIN_S, remaining_s, window_s
+from fs_search.activities.storage._attempt import keep_budget, storing_payload
+from fs_search.activities.storage._deadline import (
+    SAVE_FLOOR_S,
+    SAVE_MARGIN_S,
+    remaining_s,
+    window_s,
+)
 from fs_search.activities.storage._saving import NO_TIME_TO_SAVE, SPILL_TIMEOUT_S
 from tests.helpers import write_tree
 
@@ -110,3 +120,41 @@ async def test_a_spill_with_no_time_left_is_not_tried(tmp_path: Path, make_activ
     assert r.spill is None and r.spill_error == NO_TIME_TO_SAVE and len(r.paths) == 3
     assert NO_TIME_TO_SAVE in r.text
     assert not list(acts.store.directory.rglob("*.txt"))
+
+
+def test_a_save_takes_what_the_calls_budget_has_left_but_at_least_the_floor():
+    """The call's budget bounds a save (the attempt's deadline may be minutes away), never
+    below SAVE_FLOOR_S; the attempt's deadline still wins when it is nearer."""
+    assert window_s(300, cap_s=15, margin_s=2, budget_left_s=2.9) == pytest.approx(2.9)
+    assert window_s(None, cap_s=15, margin_s=2, budget_left_s=0.2) == SAVE_FLOOR_S
+    assert window_s(300, cap_s=15, margin_s=2, budget_left_s=-4) == SAVE_FLOOR_S
+    assert window_s(300, cap_s=15, margin_s=2, budget_left_s=40) == 15
+    assert window_s(2.5, cap_s=15, margin_s=2, budget_left_s=2.9) == pytest.approx(0.5)
+    assert window_s(300, cap_s=math.inf, margin_s=0.5, budget_left_s=None) == 299.5
+
+
+async def test_a_kept_budget_bounds_a_payload_upload():
+    """A payload upload that hangs gives up when the kept budget (at least the floor) runs
+    out, as the contract's SEARCH_FAILED, not at the attempt's deadline."""
+
+    async def upload() -> str:
+        keep_budget(time.monotonic() + 0.3)  # what the activity keeps once rg has run
+
+        async def hang() -> str:
+            await asyncio.sleep(60)
+            return "stored"
+
+        return await storing_payload(hang, size=1_000_000, where="a store")
+
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(
+        env.info,
+        started_time=datetime.now(UTC),
+        start_to_close_timeout=timedelta(minutes=5),
+        scheduled_time=datetime.now(UTC),
+        schedule_to_close_timeout=None,
+    )
+    started = time.monotonic()
+    with pytest.raises(ApplicationError, match="did not answer in time"):
+        await env.run(upload)
+    assert SAVE_FLOOR_S - 0.1 <= time.monotonic() - started < SAVE_FLOOR_S + 3
