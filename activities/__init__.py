@@ -3,8 +3,9 @@
 Internal to fs-search: callers import the contract from ``fs_search.workflows``, operators
 the worker's parts from ``fs_search.worker`` (which re-exports what it needs from here).
 A reader starts from :mod:`~fs_search.activities.search` (the four activities), then
-``contract``, ``errors``, ``config``, ``catalogue``, ``progress``, ``telemetry`` and
-``workspace``, and the rooms by stage behind their fronts: ``rg`` (run rg), ``results``
+``contract`` and ``budget`` (a call's time: both pure, shared with the workflow side),
+``errors``, ``config``, ``catalogue``, ``progress``, ``telemetry`` and ``workspace``, and the
+rooms by stage behind their fronts: ``rg`` (run rg), ``results``
 (rg's output made into results) and ``storage`` (where complete results go).
 
 Names load on first use: the activities and the stores bring subprocesses, S3 clients and

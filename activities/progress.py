@@ -1,4 +1,5 @@
-"""Live state of one search call, and the heartbeats that report it to Temporal."""
+"""The running call as its activity attempt sees it: its live state, the heartbeats that
+report it to Temporal, and the time the attempt has left."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ import contextlib
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from temporalio import activity
+
+from fs_search.activities.budget import remaining_s
 
 # SPEC: the activity heartbeats every <= 0.25 s (the worker's throttle sends at most one
 # per 0.25 s, within the SPEC's <= 0.5 s), so a cancel reaches rg within about 0.3 s.
@@ -102,3 +106,17 @@ async def heartbeating(
         # Not awaited: awaiting here could swallow a cancellation of the activity itself.
         if task is not None:
             task.cancel()
+
+
+def time_left() -> float | None:
+    """Seconds before the running attempt's deadline (None: not in an activity, or unknown)."""
+    if not activity.in_activity():
+        return None
+    info = activity.info()
+    return remaining_s(
+        datetime.now(UTC),
+        started=info.started_time,
+        start_to_close=info.start_to_close_timeout,
+        scheduled=info.scheduled_time,
+        schedule_to_close=info.schedule_to_close_timeout,
+    )

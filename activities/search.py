@@ -22,6 +22,7 @@ from temporalio import activity
 
 from fs_search.activities import results, rg
 from fs_search.activities.beneath import Tree
+from fs_search.activities.budget import budget_s, queue_budget_s
 from fs_search.activities.catalogue import tools_and_prompts
 from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.contract import (
@@ -45,15 +46,9 @@ from fs_search.activities.contract import (
 from fs_search.activities.errors import SearchError, contract, invalid_argument
 from fs_search.activities.identity import identity_of
 from fs_search.activities.ignore_files import OutOfTime, Vetted, vet
-from fs_search.activities.progress import Progress, heartbeating
+from fs_search.activities.progress import Progress, heartbeating, time_left
 from fs_search.activities.rg import Executor, IgnoreFiles, RgRun
-from fs_search.activities.storage import (
-    Saver,
-    Storage,
-    directory_owner,
-    spill_workspace,
-    time_left,
-)
+from fs_search.activities.storage import Saver, Storage, directory_owner, spill_workspace
 from fs_search.activities.telemetry import SearchTelemetry, mark_failed, outcome_of
 from fs_search.activities.workspace import SearchTarget, Workspace, this_host
 
@@ -62,29 +57,10 @@ log = logging.getLogger(__name__)
 # Under a workspaces root, each further call a workspace has in flight runs rg this much
 # nicer (at most 19).
 NICE_STEP = 5
-# What a call keeps of its activity's start-to-close time for digesting, saving and
-# returning its result after rg: the workflow side schedules start-to-close as the
-# queueing budget + the call's budget + this.
-RESERVE_S = 5.0
-
 IGNORE_FILES_SKIPPED = (
     "(ignore files were not applied: one in the workspace could not be read safely, "
     "so files it would hide are included)"
 )
-
-
-def queue_budget_s(remaining_s: float | None, budget_s: float) -> float:
-    """How long a call may wait for a running slot beyond its own budget: what is left of
-    the activity's time after the budget and :data:`RESERVE_S` (0 when nothing is)."""
-    if remaining_s is None:
-        return 0.0
-    return max(0.0, remaining_s - budget_s - RESERVE_S)
-
-
-def budget_s(timeout_ms: int | None, *, cap_ms: int) -> float:
-    """A call's budget in seconds: the request's ``timeout_ms`` (checked positive by its
-    model) up to the worker's cap."""
-    return min(timeout_ms or cap_ms, cap_ms) / 1000
 
 
 @dataclass(frozen=True)

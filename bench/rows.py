@@ -35,9 +35,9 @@ from flows import (
 from harness import Env, child_worker
 from stats import RowResult, Target, median, percentile, spread
 
+from fs_search.activities.budget import DEFAULT_SCHEDULE_TO_START
 from fs_search.activities.contract import ErrorCode, GlobResult, GrepResult, ToolResult
 from fs_search.activities.rg import for_grep
-from fs_search.workflows.tools import DEFAULT_SCHEDULE_TO_START
 
 Sample = Callable[[], Awaitable[float]]
 MS = 1000.0

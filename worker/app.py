@@ -21,6 +21,7 @@ from temporalio.worker import Worker
 from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.contract import host_queue_for, task_queue_for
 from fs_search.activities.errors import SearchError
+from fs_search.activities.progress import HEARTBEAT_INTERVAL_S
 from fs_search.activities.results import Offload, default_processes
 from fs_search.activities.rg import Executor, default_backstop, for_probe, sandbox_for
 from fs_search.activities.search import RgStatus, SearchActivities
@@ -34,10 +35,10 @@ from fs_search.worker.queue_owner import claim_queue, host_id_from_env, identity
 
 log = logging.getLogger(__name__)
 
-# Cancel requests reach an activity through heartbeat responses: the throttle matches the
-# activity's 0.25 s beat (progress.py), so each beat is sent and a cancel reaches rg within
-# ~0.3 s (p95; at 0.5 s it was ~0.5 s). Quick searches send none (the first beat waits).
-MAX_HEARTBEAT_THROTTLE = timedelta(milliseconds=250)
+# Cancel requests reach an activity through heartbeat responses: the throttle is the
+# activity's own beat, so each beat is sent and a cancel reaches rg within ~0.3 s (p95; at
+# 0.5 s it was ~0.5 s). Quick searches send none (the first beat waits).
+MAX_HEARTBEAT_THROTTLE = timedelta(seconds=HEARTBEAT_INTERVAL_S)
 PRUNE_INTERVAL_S = 3600.0
 
 

@@ -28,7 +28,6 @@ import stat
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Literal
 
 from opentelemetry import metrics
@@ -43,6 +42,7 @@ from temporalio.worker import (
 )
 
 from fs_search.activities.beneath import Missing, Outside, Tree, Unresolvable
+from fs_search.activities.budget import drain_for
 from fs_search.activities.contract import ID_SYNTAX, host_queue_for, task_queue_for
 from fs_search.activities.identity import Identity
 from fs_search.activities.search import NICE_STEP, SearchActivities
@@ -238,8 +238,8 @@ class Fleet:
             local_activity_supplier=FixedSizeSlotSupplier(1),
             nexus_supplier=FixedSizeSlotSupplier(1),
         )
-        # Detaching lets running calls finish: at most their budget, plus a margin.
-        self.drain = timedelta(milliseconds=config.timeout_ms) + timedelta(seconds=5)
+        # Detaching lets running calls finish.
+        self.drain = drain_for(config.timeout_ms)
         self.attached: dict[str, _Attached] = {}
         # The root, held from the first scan on: every entry is resolved beneath it.
         self._root: Tree | None = None

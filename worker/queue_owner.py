@@ -58,6 +58,7 @@ from fs_search.activities.workspace import host_id_of, this_host
 from fs_search.workflows.task_queues import (  # noqa: F401 - re-exported for the checks
     DESCRIBE_TIMEOUT,
     DESCRIBES,
+    LIVE_S,
     RateLimit,
     list_pollers,
 )
@@ -69,8 +70,6 @@ ALLOW_SHARED_ENV = FsSearchConfig.env_name("allow_shared_queue")
 # The same syntax as a workspace id (SPEC section 7).
 HOST_ID = re.compile(ID_SYNTAX)
 IDENTITY_PREFIX = "fs-search-worker"
-# A poller seen this long ago may still be live: polls last up to 60 s, plus a margin.
-LIVE_S = 90.0
 
 _OURS = re.compile(rf"{IDENTITY_PREFIX} \d+@(?P<hostname>\S+)(?: host=(?P<host>\S+))?")
 _SDK_DEFAULT = re.compile(r"\d+@(?P<hostname>\S+)")

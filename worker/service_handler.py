@@ -18,7 +18,7 @@ rate-limited and cached, :func:`~fs_search.workflows.liveness.liveness_of`) and 
 operation at once, SEARCH_FAILED naming the workspace, when no worker does; the caller's
 namespace could not have asked. Calls are never checked otherwise (no describe per search).
 
-What a caller may ask is bounded (:class:`~fs_search.workflows.service.BackingOptions`):
+What a caller may ask is bounded (:class:`~fs_search.activities.budget.BackingOptions`):
 only the four fs_search activities, only on fs-search queues, with timeouts and attempts
 within limits; the request's own checks are the activity's.
 """
@@ -41,6 +41,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
+from fs_search.activities.budget import BackingOptions
 from fs_search.activities.contract import (
     GLOB_ACTIVITY,
     GREP_ACTIVITY,
@@ -58,7 +59,6 @@ from fs_search.activities.contract import (
 from fs_search.worker.app import temporal_worker
 from fs_search.workflows.liveness import QueueLiveness, liveness_of
 from fs_search.workflows.service import (
-    BackingOptions,
     FsSearchService,
     GlobCall,
     GrepCall,

@@ -14,21 +14,14 @@ from pydantic import BaseModel
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from fs_search.activities.budget import DEFAULT_SCHEDULE_TO_START
     from fs_search.activities.contract import (
         DEFAULT_TIMEOUT_MS,
         ErrorCode,
         ToolResult,
         ToolsResult,
     )
-    from fs_search.workflows.tools import (
-        DEFAULT_QUEUE_TIMEOUT,
-        DEFAULT_SCHEDULE_TO_START,
-        FsSearchTools,
-    )
-
-# Beyond the call's queueing and search budgets: a retry after a worker died, the result's
-# way back. Past it the workflow is closed as timed out, whoever is still waiting.
-EXECUTION_MARGIN = timedelta(minutes=1)
+    from fs_search.workflows.tools import FsSearchTools
 
 
 class CallInput(BaseModel):
@@ -48,13 +41,6 @@ class CallInput(BaseModel):
     # (glob, grep, read_spill without the catalogue check, or "tools" for the catalogue),
     # as FsSearchClient calls them; False: a model's tool call, dispatched by ``call``.
     direct: bool = False
-
-
-def execution_timeout(call: CallInput) -> timedelta:
-    """How long the call's workflow may run at most: the queueing budget, the call's own
-    budget and a margin. A caller that dies (Ctrl-C, a killed shell) never leaves it Running:
-    its private queue has no worker any more, and Temporal closes it at this timeout."""
-    return DEFAULT_QUEUE_TIMEOUT + timedelta(milliseconds=call.timeout_ms) + EXECUTION_MARGIN
 
 
 CALL_WORKFLOW = "fs_search.Call"

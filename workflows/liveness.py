@@ -11,7 +11,8 @@ the same question directly (:func:`liveness_of`).
 
 Temporal records when each poll *started*, and a live idle worker re-polls at least once a
 minute, so a worker that died without shutting down is listed for up to a minute more: its
-queue reads as missing once its last poll is older than :data:`LIVE_S`. A queue nothing has
+queue reads as missing once its last poll is older than :data:`LIVE_S` (90 s, the worker's
+queue-owner check's too). A queue nothing has
 polled for that long (an unknown workspace, a worker stopped a while ago) is missing at the
 first check. ``DescribeTaskQueue`` is rate-limited process-wide and its answer for a queue
 reused for :data:`CACHE_S`, so many calls waiting on one dead queue cost one call to the
@@ -36,11 +37,9 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from fs_search.workflows.task_queues import DESCRIBES, list_pollers, poll_ages
+from fs_search.workflows.task_queues import DESCRIBES, LIVE_S, list_pollers, poll_ages
 
 QUEUE_LIVENESS_ACTIVITY = "fs_search.queue_liveness"
-# A poll lasts up to 60 s; a poller seen within this is taken as live.
-LIVE_S = 70.0
 CACHE_S = 3.0
 
 

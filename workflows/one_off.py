@@ -34,6 +34,13 @@ from temporalio.exceptions import TimeoutType
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
+from fs_search.activities.budget import (
+    DEFAULT_HEARTBEAT_TIMEOUT,
+    DEFAULT_QUEUE_TIMEOUT,
+    DEFAULT_SCHEDULE_TO_START,
+    execution_timeout,
+    schedule_to_close_for,
+)
 from fs_search.activities.contract import (
     DEFAULT_TIMEOUT_MS,
     TOOL_ARGUMENTS,
@@ -41,19 +48,9 @@ from fs_search.activities.contract import (
     ToolResult,
     ToolsResult,
 )
-from fs_search.workflows.call import (
-    CALL_WORKFLOW,
-    CallInput,
-    FsSearchCallWorkflow,
-    execution_timeout,
-)
+from fs_search.workflows.call import CALL_WORKFLOW, CallInput, FsSearchCallWorkflow
 from fs_search.workflows.liveness import liveness_of
-from fs_search.workflows.service import (
-    DEFAULT_QUEUE_TIMEOUT,
-    DEFAULT_SCHEDULE_TO_START,
-    OPERATION_OF_ACTIVITY,
-    schedule_to_close_for,
-)
+from fs_search.workflows.service import OPERATION_OF_ACTIVITY
 from fs_search.workflows.tools import (
     HANDED_BACK_PAUSE,
     FsSearchTools,
@@ -76,14 +73,15 @@ class FsSearchClient(FsSearchTools):
 
     The same ``ToolResult``s as ``FsSearchTools`` (the catalogue's ``tools()`` the same
     ``ToolsResult`` as ``FsSearchTools.catalogue()``), and ``call(name, arguments)`` for a
-    model's tool call. The client needs ``FsSearchPlugin`` (the pydantic converter).
+    model's tool call. The client needs ``FsSearchPlugin`` (the pydantic converter). The
+    other keyword arguments (``cwd``, ``timeout_ms``, ``spill``, ``task_queue``,
+    ``start_to_close_timeout``, ``heartbeat_timeout``, ``schedule_to_start_timeout``,
+    ``queue_timeout``, ``retry_policy``) are as for ``FsSearchTools``.
 
     Args:
         client: a client of the search workers' namespace, with ``FsSearchPlugin``.
         workspace_id: the workspace whose worker runs the searches.
         host: the host serving it on its host queue (``fs-search-host/<host>``).
-        cwd, timeout_ms, spill, task_queue, start_to_close_timeout, heartbeat_timeout,
-        schedule_to_start_timeout, queue_timeout, retry_policy: as for ``FsSearchTools``.
         cancel_wait: how long a cancelled call waits for its activity to close (rg gone).
     """
 
@@ -98,7 +96,7 @@ class FsSearchClient(FsSearchTools):
         spill: bool = True,
         task_queue: str | None = None,
         start_to_close_timeout: timedelta | None = None,
-        heartbeat_timeout: timedelta | None = timedelta(seconds=5),
+        heartbeat_timeout: timedelta | None = DEFAULT_HEARTBEAT_TIMEOUT,
         schedule_to_start_timeout: timedelta | None = DEFAULT_SCHEDULE_TO_START,
         queue_timeout: timedelta = DEFAULT_QUEUE_TIMEOUT,
         retry_policy: RetryPolicy | None = None,
@@ -256,7 +254,7 @@ class FsSearchClient(FsSearchTools):
                 call,
                 id=f"fs-search-call-{uuid.uuid4()}",
                 task_queue=queue,
-                execution_timeout=execution_timeout(call),
+                execution_timeout=execution_timeout(call.timeout_ms),
                 result_type=answer,
             )
             self.last_id = handle.id

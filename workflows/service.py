@@ -10,20 +10,19 @@ UI's summary are the activity's own.
 
 The scheduling fields are what ``FsSearchTools`` would have scheduled the activity with; the
 handler bounds each of them (a caller in another namespace is not trusted with the search
-namespace's resources) and fills a missing one with the same default. Pure: pydantic and
-nexusrpc only, importable from workflow code.
+namespace's resources: :class:`~fs_search.activities.budget.BackingOptions`) and fills a
+missing one with the same default. Pure: pydantic and nexusrpc only, importable from workflow
+code.
 """
 
 from __future__ import annotations
 
 import re
-from datetime import timedelta
 
 import nexusrpc
 from pydantic import BaseModel, ConfigDict
 
 from fs_search.activities.contract import (
-    DEFAULT_TIMEOUT_MS,
     GLOB_ACTIVITY,
     GREP_ACTIVITY,
     ID_SYNTAX,
@@ -44,42 +43,6 @@ from fs_search.activities.contract import (
 SERVICE_NAME = "fs_search"
 # The endpoint name `fs-search dev` creates, and FsSearchTools' default when routed by endpoint.
 DEFAULT_ENDPOINT = "fs-search"
-
-# How long a call may wait for a busy worker (in Temporal and in the worker's queue).
-DEFAULT_QUEUE_TIMEOUT = timedelta(minutes=5)
-# How soon a call no worker picked up is checked: a worker takes calls at once (it holds
-# many more than it runs), so this is how long an unserved workspace takes to report.
-DEFAULT_SCHEDULE_TO_START = timedelta(seconds=8)
-# What start-to-close keeps beyond the queueing budget and the call's own budget, for the
-# worker to digest, save and return the result (the worker's RESERVE_S).
-RESERVE = timedelta(seconds=5)
-DEFAULT_HEARTBEAT_TIMEOUT = timedelta(seconds=5)
-DEFAULT_MAX_ATTEMPTS = 3
-
-# The handler's bounds on what a caller asks for.
-MAX_QUEUE_TIMEOUT = timedelta(hours=1)
-MAX_CALL_TIMEOUT = timedelta(hours=1)
-MIN_TIMEOUT = timedelta(seconds=1)
-MAX_HEARTBEAT_TIMEOUT = timedelta(minutes=5)
-MAX_ATTEMPTS = 10
-
-
-# A standalone activity's whole life beyond one attempt's start-to-close: room for a retry
-# after a worker died. Past it the activity is closed whatever its attempts do, so a caller
-# that went away (a killed shell, a deleted workflow) never leaves it pending.
-RETRY_MARGIN = timedelta(minutes=1)
-
-
-def schedule_to_close_for(start_to_close: timedelta) -> timedelta:
-    """A standalone activity's schedule-to-close: one attempt's start-to-close (which holds
-    the queueing budget) plus :data:`RETRY_MARGIN`."""
-    return start_to_close + RETRY_MARGIN
-
-
-def start_to_close_for(queue_left: timedelta, timeout_ms: int) -> timedelta:
-    """An attempt's start-to-close: what is left of the queueing budget (the worker holds a
-    call it cannot run yet), the call's own budget, and the reserve for the result."""
-    return max(queue_left, timedelta(0)) + timedelta(milliseconds=timeout_ms) + RESERVE
 
 
 class Where(BaseModel):
@@ -170,71 +133,9 @@ CALL_OF_ACTIVITY: dict[str, type[ServiceCall]] = {
 }
 
 
-class BackingOptions(BaseModel):
-    """How the handler schedules a call's backing activity: the caller's options, bounded."""
-
-    task_queue: str
-    start_to_close: timedelta
-    schedule_to_start: timedelta | None
-    schedule_to_close: timedelta
-    heartbeat_timeout: timedelta
-    max_attempts: int
-
-    @classmethod
-    def of(
-        cls, call: Where, *, timeout_ms: int | None, cap_ms: int | None = None
-    ) -> BackingOptions:
-        """The bounded options of ``call`` (``timeout_ms``: the request's budget, ``cap_ms``:
-        the serving workers' cap when known)."""
-        budget = timeout_ms if timeout_ms and timeout_ms > 0 else DEFAULT_TIMEOUT_MS
-        if cap_ms:
-            budget = min(budget, cap_ms)
-        budget = min(budget, int(MAX_CALL_TIMEOUT.total_seconds() * 1000))
-        queue = _bounded_ms(
-            call.queue_timeout_ms, DEFAULT_QUEUE_TIMEOUT, timedelta(0), MAX_QUEUE_TIMEOUT
-        )
-        ceiling = start_to_close_for(MAX_QUEUE_TIMEOUT, budget)
-        start_to_close = _bounded_ms(
-            call.start_to_close_ms, start_to_close_for(queue, budget), MIN_TIMEOUT, ceiling
-        )
-        schedule_to_start: timedelta | None = None
-        if call.schedule_to_start_ms is None or call.schedule_to_start_ms > 0:
-            schedule_to_start = _bounded_ms(
-                call.schedule_to_start_ms, DEFAULT_SCHEDULE_TO_START, MIN_TIMEOUT, MAX_QUEUE_TIMEOUT
-            )
-        heartbeat = _bounded_ms(
-            call.heartbeat_timeout_ms,
-            DEFAULT_HEARTBEAT_TIMEOUT,
-            MIN_TIMEOUT,
-            MAX_HEARTBEAT_TIMEOUT,
-        )
-        attempts = call.max_attempts or DEFAULT_MAX_ATTEMPTS
-        attempts = max(1, min(attempts, MAX_ATTEMPTS))
-        return cls(
-            task_queue=call.task_queue(),
-            start_to_close=start_to_close,
-            schedule_to_start=schedule_to_start,
-            schedule_to_close=schedule_to_close_for(start_to_close),
-            heartbeat_timeout=heartbeat,
-            max_attempts=attempts,
-        )
-
-
-def _bounded_ms(
-    value_ms: int | None, default: timedelta, low: timedelta, high: timedelta
-) -> timedelta:
-    """``value_ms`` within [low, high] (bounded as an integer first: a caller's 10**30 ms
-    would overflow ``timedelta``), or ``default`` when not given."""
-    if value_ms is None:
-        return default
-    low_ms, high_ms = int(low.total_seconds() * 1000), int(high.total_seconds() * 1000)
-    return timedelta(milliseconds=min(max(value_ms, low_ms), high_ms))
-
-
 __all__ = [
     "DEFAULT_ENDPOINT",
     "SERVICE_NAME",
-    "BackingOptions",
     "FsSearchService",
     "GlobCall",
     "GrepCall",
@@ -242,6 +143,4 @@ __all__ = [
     "ServiceCall",
     "ToolsCall",
     "Where",
-    "schedule_to_close_for",
-    "start_to_close_for",
 ]

@@ -20,6 +20,15 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
 DESCRIBE_TIMEOUT = timedelta(seconds=5)
+# How recently a poller must have polled to count as live: both checks ask it (a caller's
+# "does anything serve this queue", a worker's "does another host poll it"). The server
+# records when each poll *started*, and a poll lasts up to 60 s (an idle live worker then
+# polls again at once), so a live worker's last poll is at most ~60 s old; 30 s more covers
+# a worker clock a little off the server's (ages are local time minus the server's poll
+# time) and a worker between polls with every slot briefly full. Longer reports a worker
+# that died without shutting down later; shorter would report a live worker missing (a call
+# failed as unserved, a conflict missed), which is worse.
+LIVE_S = 90.0
 
 
 async def list_pollers(client: Client, queue: str) -> list[PollerInfo]:

@@ -30,6 +30,16 @@ from temporalio.exceptions import (
 
 with workflow.unsafe.imports_passed_through():
     from fs_search.activities import results
+    from fs_search.activities.budget import (
+        DEFAULT_HEARTBEAT_TIMEOUT,
+        DEFAULT_MAX_ATTEMPTS,
+        DEFAULT_QUEUE_TIMEOUT,
+        DEFAULT_SCHEDULE_TO_START,
+        MAX_ATTEMPTS,
+        NEXUS_MARGIN,
+        BackingOptions,
+        start_to_close_for,
+    )
     from fs_search.activities.contract import (
         DEFAULT_TIMEOUT_MS,
         GLOB_ACTIVITY,
@@ -61,13 +71,8 @@ with workflow.unsafe.imports_passed_through():
     from fs_search.workflows.liveness import QUEUE_LIVENESS_ACTIVITY, QueueLiveness
     from fs_search.workflows.service import (
         CALL_OF_ACTIVITY,
-        DEFAULT_QUEUE_TIMEOUT,
-        DEFAULT_SCHEDULE_TO_START,
-        MAX_ATTEMPTS,
         OPERATION_OF_ACTIVITY,
-        BackingOptions,
         FsSearchService,
-        start_to_close_for,
     )
     from fs_search.workflows.summaries import summary_of
 
@@ -81,14 +86,11 @@ NON_RETRYABLE_ERROR_TYPES = [code.value for code in ErrorCode] + ["PayloadsTooLa
 # (read_spill only with a store the model cannot read itself).
 ALWAYS_OFFERED = ("glob", "grep")
 DEFAULT_RETRY_POLICY = RetryPolicy(
-    maximum_attempts=3, non_retryable_error_types=NON_RETRYABLE_ERROR_TYPES
+    maximum_attempts=DEFAULT_MAX_ATTEMPTS, non_retryable_error_types=NON_RETRYABLE_ERROR_TYPES
 )
-# The scheduling defaults (DEFAULT_QUEUE_TIMEOUT, DEFAULT_SCHEDULE_TO_START, RESERVE) live in
-# service.py, shared with the Nexus handler; the first two are importable from here too.
+# The scheduling defaults and the start-to-close formula are the budget model's
+# (activities/budget.py), shared with the worker and the Nexus handler.
 LIVENESS_TIMEOUT = timedelta(seconds=15)
-# A Nexus operation's own deadline beyond its backing activity's: the activity's timeouts
-# fire first and say which one it was.
-NEXUS_MARGIN = timedelta(seconds=30)
 # How long a call a host queue handed back (WORKSPACE_BUSY, its retries spent) waits before
 # it is scheduled again.
 HANDED_BACK_PAUSE = timedelta(seconds=2)
@@ -156,7 +158,7 @@ class FsSearchTools:
         host: str | None = None,
         task_queue: str | None = None,
         start_to_close_timeout: timedelta | None = None,
-        heartbeat_timeout: timedelta | None = timedelta(seconds=5),
+        heartbeat_timeout: timedelta | None = DEFAULT_HEARTBEAT_TIMEOUT,
         schedule_to_start_timeout: timedelta | None = DEFAULT_SCHEDULE_TO_START,
         queue_timeout: timedelta = DEFAULT_QUEUE_TIMEOUT,
         retry_policy: RetryPolicy | None = None,

@@ -4,7 +4,7 @@
 the backend chosen from the URL in one place (``_storage``); the S3 backend's modules load
 only when a URL needs them (aioboto3 takes half a second to import). Private behind this
 front: the backends (``_files``, ``_s3``, ``_s3_client``), artifact keys and locators
-(``_keys``), the running attempt's time (``_attempt``, ``_deadline``) and saving
+(``_keys``), the payload store within the attempt's time (``_attempt``) and saving
 (``_saving``: spills that never fail a search, the payload-store check).
 """
 
@@ -13,7 +13,6 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from fs_search.activities.storage._attempt import time_left
 from fs_search.activities.storage._files import FileSpillStore, LocalDirectoryDriver
 from fs_search.activities.storage._keys import SpillFailed, SpillKey, directory_owner
 from fs_search.activities.storage._saving import Saver, spill_workspace
@@ -62,5 +61,4 @@ __all__ = [
     "open_storage",
     "spill_workspace",
     "storage_for",
-    "time_left",
 ]

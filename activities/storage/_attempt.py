@@ -17,14 +17,14 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from typing import TypeVar
 
 from temporalio import activity
 
+from fs_search.activities.budget import RETURN_MARGIN_S, window_s
 from fs_search.activities.contract import ErrorCode
 from fs_search.activities.errors import SearchError
-from fs_search.activities.storage._deadline import RETURN_MARGIN_S, remaining_s, window_s
+from fs_search.activities.progress import time_left
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -51,20 +51,6 @@ def budget_left(ends: float | None = None) -> float | None:
     """Seconds until ``ends`` (default: the kept budget end); None when unknown."""
     ends = _BUDGET_ENDS.get() if ends is None else ends
     return None if ends is None else ends - time.monotonic()
-
-
-def time_left() -> float | None:
-    """Seconds before the running attempt's deadline (None: not in an activity, or unknown)."""
-    if not activity.in_activity():
-        return None
-    info = activity.info()
-    return remaining_s(
-        datetime.now(UTC),
-        started=info.started_time,
-        start_to_close=info.start_to_close_timeout,
-        scheduled=info.scheduled_time,
-        schedule_to_close=info.schedule_to_close_timeout,
-    )
 
 
 def is_full(error: BaseException) -> bool:

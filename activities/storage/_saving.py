@@ -11,16 +11,15 @@ import socket
 from opentelemetry.trace import Status, StatusCode
 
 from fs_search.activities import results
+from fs_search.activities.budget import SAVE_MARGIN_S, window_s
 from fs_search.activities.contract import SpillRef
-from fs_search.activities.progress import Progress
+from fs_search.activities.progress import Progress, time_left
 from fs_search.activities.storage._attempt import (
     budget_left,
     keep_budget,
     payload_failure,
     reason_of,
-    time_left,
 )
-from fs_search.activities.storage._deadline import SAVE_MARGIN_S, window_s
 from fs_search.activities.storage._keys import UNNAMED_WORKSPACE, SpillFailed, spill_key
 from fs_search.activities.storage._storage import Storage
 from fs_search.activities.telemetry import SearchTelemetry

@@ -13,7 +13,7 @@ from temporalio.testing import ActivityEnvironment
 
 from fs_search.activities.catalogue import GLOB_PROMPT_HEAD, GLOB_PROMPT_SAMPLED, GREP_PROMPT
 from fs_search.activities.contract import GlobRequest, GrepRequest, ReadSpillRequest
-from fs_search.activities.search import NICE_STEP, budget_s
+from fs_search.activities.search import NICE_STEP
 from tests.helpers import Fifo, Link, sparse_file, write_tree
 from tests.procs import alive, exe_of, group
 
@@ -699,11 +699,3 @@ async def test_each_further_call_of_a_workspace_runs_rg_nicer(tmp_path, make_act
         for call in calls:
             call.cancel()
         await asyncio.gather(*calls, return_exceptions=True)
-
-
-@pytest.mark.parametrize(
-    ("timeout_ms", "expected"), [(None, 30.0), (500, 0.5), (30_000, 30.0), (90_000, 30.0)]
-)
-def test_budget_is_the_request_up_to_the_worker_cap(timeout_ms, expected):
-    """No timeout_ms means the cap; a smaller one wins; a larger one is capped."""
-    assert budget_s(timeout_ms, cap_ms=30_000) == expected

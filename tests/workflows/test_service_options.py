@@ -18,14 +18,16 @@ from temporalio.exceptions import (
     TimeoutType,
 )
 
-from fs_search.activities.contract import ErrorCode, GrepRequest
-from fs_search.workflows.service import (
+from fs_search.activities.budget import (
     MAX_ATTEMPTS,
     MAX_HEARTBEAT_TIMEOUT,
     MAX_QUEUE_TIMEOUT,
     MIN_TIMEOUT,
     RETRY_MARGIN,
     BackingOptions,
+)
+from fs_search.activities.contract import ErrorCode, GrepRequest
+from fs_search.workflows.service import (
     FsSearchService,
     GrepCall,
     Where,

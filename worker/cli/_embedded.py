@@ -18,6 +18,7 @@ from temporalio.exceptions import FailureError
 from temporalio.runtime import Runtime
 from temporalio.worker import Worker
 
+from fs_search.activities.budget import execution_timeout
 from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.contract import ErrorCode, ToolResult
 from fs_search.activities.storage import Storage, storage_for
@@ -25,12 +26,7 @@ from fs_search.worker.app import build_activities, default_workspace_id, mainten
 from fs_search.worker.connect import DEFAULT_CONNECT_TIMEOUT, TemporalUnreachable, connect
 from fs_search.worker.devstack import DevServer
 from fs_search.worker.otel_setup import telemetry_from_env
-from fs_search.workflows.call import (
-    CALL_WORKFLOW,
-    CallInput,
-    FsSearchCallWorkflow,
-    execution_timeout,
-)
+from fs_search.workflows.call import CALL_WORKFLOW, CallInput, FsSearchCallWorkflow
 from fs_search.workflows.plugin import FsSearchPlugin
 from fs_search.workflows.summaries import summary
 
@@ -183,7 +179,7 @@ async def _execute(client: Client, call: CallInput) -> ToolResult:
                 id=f"fs-search-cli-{uuid.uuid4()}",
                 task_queue=queue,
                 static_summary=f"fs-search {text}",
-                execution_timeout=execution_timeout(call),
+                execution_timeout=execution_timeout(call.timeout_ms),
                 result_type=ToolResult,
             )
         except RuntimeError as e:

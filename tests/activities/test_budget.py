@@ -1,28 +1,30 @@
-"""The attempt's deadline arithmetic, and saves that keep to it."""
+"""The budget model: a call's budget, the reserve both sides keep, the attempt's deadline
+arithmetic and the windows saves take of it, the margins around an attempt."""
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 import math
-import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
-from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from fs_search.activities.contract import GlobRequest
-from fs_search.activities.storage._attempt import keep_budget, storing_payload
-from fs_search.activities.storage._deadline import (
+from fs_search.activities.budget import (
+    DEFAULT_QUEUE_TIMEOUT,
+    RESERVE,
+    RETRY_MARGIN,
     SAVE_FLOOR_S,
     SAVE_MARGIN_S,
+    budget_s,
+    drain_for,
+    execution_timeout,
+    queue_budget_s,
     remaining_s,
+    schedule_to_close_for,
+    start_to_close_for,
     window_s,
 )
-from fs_search.activities.storage._saving import NO_TIME_TO_SAVE, SPILL_TIMEOUT_S
-from tests.helpers import write_tree
+from fs_search.activities.storage._saving import SPILL_TIMEOUT_S
 
 NOW = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -103,25 +105,6 @@ def test_every_budget_of_a_second_or_more_leaves_time_to_spill_and_return(timeou
     assert 0 < window <= left - SAVE_MARGIN_S
 
 
-async def test_a_spill_with_no_time_left_is_not_tried(tmp_path: Path, make_activities):
-    """0.5 s left of the attempt: the page comes back at once, saying why it was not saved,
-    and nothing is written to the store."""
-    ws = write_tree(tmp_path / "ws", {f"f{i:02}.txt": "" for i in range(12)})
-    acts = await make_activities(ws, glob_max_results=3)
-    env = ActivityEnvironment()
-    env.info = dataclasses.replace(
-        env.info,
-        started_time=datetime.now(UTC) - timedelta(seconds=5.5),
-        start_to_close_timeout=timedelta(seconds=6),
-        scheduled_time=datetime.now(UTC) - timedelta(seconds=5.5),
-        schedule_to_close_timeout=None,
-    )
-    r = await env.run(acts.glob, GlobRequest(pattern="*.txt"))
-    assert r.spill is None and r.spill_error == NO_TIME_TO_SAVE and len(r.paths) == 3
-    assert NO_TIME_TO_SAVE in r.text
-    assert not list(acts.store.directory.rglob("*.txt"))
-
-
 def test_a_save_takes_what_the_calls_budget_has_left_but_at_least_the_floor():
     """The call's budget bounds a save (the attempt's deadline may be minutes away), never
     below SAVE_FLOOR_S; the attempt's deadline still wins when it is nearer."""
@@ -133,28 +116,32 @@ def test_a_save_takes_what_the_calls_budget_has_left_but_at_least_the_floor():
     assert window_s(300, cap_s=math.inf, margin_s=0.5, budget_left_s=None) == 299.5
 
 
-async def test_a_kept_budget_bounds_a_payload_upload():
-    """A payload upload that hangs gives up when the kept budget (at least the floor) runs
-    out, as the contract's SEARCH_FAILED, not at the attempt's deadline."""
+@pytest.mark.parametrize(
+    ("timeout_ms", "expected"), [(None, 30.0), (500, 0.5), (30_000, 30.0), (90_000, 30.0)]
+)
+def test_budget_is_the_request_up_to_the_worker_cap(timeout_ms, expected):
+    """No timeout_ms means the cap; a smaller one wins; a larger one is capped."""
+    assert budget_s(timeout_ms, cap_ms=30_000) == expected
 
-    async def upload() -> str:
-        keep_budget(time.monotonic() + 0.3)  # what the activity keeps once rg has run
 
-        async def hang() -> str:
-            await asyncio.sleep(60)
-            return "stored"
+@pytest.mark.parametrize("queue_s", [0.0, 0.5, 8.0, 300.0])
+@pytest.mark.parametrize("timeout_ms", [1000, 30_000])
+def test_the_worker_gives_the_queue_what_the_caller_scheduled_for_it(queue_s, timeout_ms):
+    """The caller's start-to-close (queue left + budget + reserve) read back by the worker at
+    the attempt's start: the wait it allows for a running slot is the queue left."""
+    start_to_close = start_to_close_for(timedelta(seconds=queue_s), timeout_ms)
+    assert start_to_close == timedelta(seconds=queue_s, milliseconds=timeout_ms) + RESERVE
+    left = start_to_close.total_seconds()
+    assert queue_budget_s(left, timeout_ms / 1000) == pytest.approx(queue_s)
+    assert queue_budget_s(None, timeout_ms / 1000) == 0.0
+    assert queue_budget_s(1.0, timeout_ms / 1000) == 0.0
 
-        return await storing_payload(hang, size=1_000_000, where="a store")
 
-    env = ActivityEnvironment()
-    env.info = dataclasses.replace(
-        env.info,
-        started_time=datetime.now(UTC),
-        start_to_close_timeout=timedelta(minutes=5),
-        scheduled_time=datetime.now(UTC),
-        schedule_to_close_timeout=None,
-    )
-    started = time.monotonic()
-    with pytest.raises(ApplicationError, match="did not answer in time"):
-        await env.run(upload)
-    assert SAVE_FLOOR_S - 0.1 <= time.monotonic() - started < SAVE_FLOOR_S + 3
+def test_the_margins_around_an_attempt():
+    """A standalone activity closes a retry margin after its attempt; the CLI's one-call
+    workflow after the default queueing budget, the budget and that margin; a detached
+    workspace's calls drain within the budget and the reserve."""
+    assert schedule_to_close_for(timedelta(seconds=40)) == timedelta(seconds=40) + RETRY_MARGIN
+    assert execution_timeout(30_000) == DEFAULT_QUEUE_TIMEOUT + timedelta(seconds=30) + RETRY_MARGIN
+    assert execution_timeout(30_000) == timedelta(minutes=6, seconds=30)
+    assert drain_for(30_000) == timedelta(seconds=35)
