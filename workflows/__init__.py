@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         host_queue_for,
         task_queue_for,
     )
+    from fs_search.workflows._arguments import parse_arguments
     from fs_search.workflows.service import FsSearchService
     from fs_search.workflows.tools import FsSearchTools
 
@@ -79,5 +80,6 @@ __all__ = [
     "ToolsResult",
     "WorkspaceRef",
     "host_queue_for",
+    "parse_arguments",
     "task_queue_for",
 ]

@@ -22,8 +22,10 @@ Cancelling the agent's workflow cancels the search, and the tool raises
 do. The harness closes the workflow as cancelled without waiting for the turn, so the worker
 kills rg when its next heartbeat learns of the cancellation (within the heartbeat timeout).
 
-When no worker answered the catalogue the tools are offered anyway (glob and grep as a worker
-describes them by default) and each call reads ``Error:`` text naming the workspace.
+When no worker serves the workspace, ``harness_tools`` raises a non-retryable
+``ApplicationError`` (``SEARCH_FAILED`` naming the workspace), as every adapter does: the
+harness reports it as the turn's ``message_handler_error`` and the session stays open, so
+the next turn asks for the catalogue again and finds a worker started meanwhile.
 
 Needs the ``agent-harness`` extra (``pip install "fs-search-temporal[agent-harness]"``), plus the
 extra of the SDK the turn runs (``openai-agents`` or ``pydantic-ai``).
@@ -31,7 +33,6 @@ extra of the SDK the turn runs (``openai-agents`` or ``pydantic-ai``).
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import inspect
 from collections.abc import Awaitable, Callable
@@ -41,7 +42,7 @@ from pydantic import Field
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from fs_search.workflows._extras import missing_extra
+    from fs_search.workflows._adapter_kit import missing_extra
 
 try:
     from temporal_agent_harness.harness import agent
@@ -50,8 +51,8 @@ except ModuleNotFoundError as e:
 
 with workflow.unsafe.imports_passed_through():
     from fs_search.activities.contract import TOOL_ARGUMENTS, ToolSpec, ToolsResult
-    from fs_search.workflows import tools as _tools
-    from fs_search.workflows._unserved import offered, stand_in
+    from fs_search.workflows import _adapter_kit as kit
+    from fs_search.workflows._adapter_kit import call_text, offered_specs
     from fs_search.workflows.tools import FsSearchTools
 
 HarnessTool = Callable[..., Awaitable[str]]
@@ -65,33 +66,27 @@ def harness_tools(tools: FsSearchTools, catalogue: ToolsResult) -> list[HarnessT
     (which builds every harness tool's schema strict, each argument listed as required,
     whatever that flag says). Each tool returns the call's text, ``Error: ...`` on
     failure; it never raises but when the workflow is cancelled. A worker without rg offers
-    no tools: the list is empty and a workflow warning says why. With no worker for the
-    workspace, glob and grep are offered anyway and read ``Error:`` text naming it.
+    no tools: the list is empty and a workflow warning says why.
+
+    Raises:
+        ApplicationError: non-retryable SEARCH_FAILED naming the workspace when no worker
+            answered the catalogue (nothing serves the workspace): the harness ends the
+            turn with it (``message_handler_error``) instead of running it without tools.
     """
-    offering = offered(tools, catalogue)
-    return [_harness_tool(tools, offering, spec) for spec in offering.tools]
+    return [_harness_tool(tools, catalogue, spec) for spec in offered_specs(tools, catalogue)]
 
 
 def instructions(catalogue: ToolsResult) -> str:
     """The catalogue's system prompt segments, one paragraph each, for the SDK agent's
-    instructions. With no worker for the workspace, the segments of the tools offered
-    anyway."""
-    return _tools.instructions(stand_in(catalogue))
+    instructions."""
+    return kit.instructions(catalogue)
 
 
 def _harness_tool(tools: FsSearchTools, catalogue: ToolsResult, spec: ToolSpec) -> HarnessTool:
     name = spec.name
 
     async def call(**arguments: Any) -> str:
-        # In workflow code: FsSearchTools schedules the search on the workspace's queue and
-        # turns every failure into Error: text; only a cancelled workflow raises.
-        try:
-            return (await tools.call(name, arguments, catalogue=catalogue)).text
-        except Exception as e:
-            if workflow.in_workflow() and workflow.cancellation_reason() is not None:
-                # The adapters would hand an Exception to the model and call it again.
-                raise asyncio.CancelledError(f"the workflow was cancelled during {name}") from e
-            raise
+        return await call_text(tools, name, arguments, catalogue=catalogue)
 
     call.__name__ = call.__qualname__ = name
     call.__doc__ = spec.description

@@ -25,22 +25,22 @@ the run stuck (the workflow never closes). So a cancelled search re-raises as
 ``asyncio.CancelledError``; the workflow closes as cancelled, rg dead (FsSearchTools waits
 for the cancellation), and the model is not called again.
 
-When no worker answered the catalogue the tools are offered anyway (glob and grep as a worker
-describes them by default) and each call reads ``Error:`` text naming the workspace.
+When no worker serves the workspace, ``function_tools`` raises a non-retryable
+``ApplicationError`` (``SEARCH_FAILED`` naming the workspace), as every adapter does: the
+workflow fails with the cause instead of running the agent without its tools.
 
 Needs the ``google-adk`` extra (``pip install "fs-search-temporal[google-adk]"``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import copy
 from typing import Any
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from fs_search.workflows._extras import missing_extra
+    from fs_search.workflows._adapter_kit import missing_extra
 
 try:
     import google.adk  # noqa: F401  (first: a missing ADK is named as such)
@@ -53,8 +53,8 @@ except ModuleNotFoundError as e:
 
 with workflow.unsafe.imports_passed_through():
     from fs_search.workflows import ToolSpec, ToolsResult
-    from fs_search.workflows import tools as _tools
-    from fs_search.workflows._unserved import offered, stand_in
+    from fs_search.workflows import _adapter_kit as kit
+    from fs_search.workflows._adapter_kit import call_text, offered_specs
     from fs_search.workflows.tools import FsSearchTools
 
 
@@ -79,17 +79,9 @@ class FsSearchTool(BaseTool):
 
     async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> str:
         """The call's text: the search's, or ``Error: ...``; never raises but for a
-        cancelled workflow (``asyncio.CancelledError``)."""
-        try:
-            return (await self._tools.call(self.name, args, catalogue=self._catalogue)).text
-        except Exception as e:
-            if workflow.in_workflow() and workflow.cancellation_reason() is not None:
-                # ADK re-raises a tool's Exception out of the run, where a cancelled
-                # workflow's ActivityError leaves the run stuck.
-                raise asyncio.CancelledError(
-                    f"the workflow was cancelled during {self.name}"
-                ) from e
-            raise
+        cancelled workflow (``asyncio.CancelledError``: ADK re-raises a tool's Exception out
+        of the run, where a cancelled workflow's ActivityError leaves the run stuck)."""
+        return await call_text(self._tools, self.name, args, catalogue=self._catalogue)
 
 
 def function_tools(tools: FsSearchTools, catalogue: ToolsResult) -> list[BaseTool]:
@@ -98,21 +90,22 @@ def function_tools(tools: FsSearchTools, catalogue: ToolsResult) -> list[BaseToo
 
     Each is declared with the catalogue's name, description and JSON schema and returns the
     call's text, ``Error: ...`` on failure. A worker without rg offers no tools: the list is
-    empty and a workflow warning says why. Never raises: with no worker for the workspace,
-    glob and grep are offered anyway and read ``Error:`` text naming it.
+    empty and a workflow warning says why.
+
+    Raises:
+        ApplicationError: non-retryable SEARCH_FAILED naming the workspace when no worker
+            answered the catalogue (nothing serves the workspace): the workflow fails with
+            the cause instead of running the agent without its tools.
     """
-    offering = offered(tools, catalogue)
-    return [FsSearchTool(tools, offering, spec) for spec in offering.tools]
+    return [FsSearchTool(tools, catalogue, spec) for spec in offered_specs(tools, catalogue)]
 
 
 def instructions(catalogue: ToolsResult) -> str:
     """The catalogue's system prompt segments, one paragraph each, for
     ``LlmAgent(static_instruction=...)`` (sent as they are; ADK's ``instruction`` would
     read ``{name}`` in them as session state).
-
-    With no worker for the workspace, the segments of the tools offered anyway.
     """
-    return _tools.instructions(stand_in(catalogue))
+    return kit.instructions(catalogue)
 
 
 __all__ = ["FsSearchTool", "function_tools", "instructions"]

@@ -25,15 +25,15 @@ cancelled search re-raises as ``asyncio.CancelledError`` (which it does not catc
 workflow closes as cancelled, rg dead (FsSearchTools waits for the cancellation), and the
 model is not called again.
 
-When no worker answered the catalogue the tools are offered anyway (glob and grep as a
-worker describes them by default) and each call reads ``Error:`` text naming the workspace.
+When no worker serves the workspace, ``function_tools`` raises a non-retryable
+``ApplicationError`` (``SEARCH_FAILED`` naming the workspace), as every adapter does: the
+workflow fails with the cause instead of running the model without its tools.
 
 Needs the ``google-genai`` extra (``pip install "fs-search-temporal[google-genai]"``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import inspect
 from collections.abc import Awaitable, Callable
@@ -43,7 +43,7 @@ from pydantic import WithJsonSchema
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from fs_search.workflows._extras import missing_extra
+    from fs_search.workflows._adapter_kit import missing_extra
 
 try:
     import google.genai  # noqa: F401  (the SDK these functions are shaped for)
@@ -53,8 +53,8 @@ except ModuleNotFoundError as e:
 
 with workflow.unsafe.imports_passed_through():
     from fs_search.activities.contract import ToolSpec, ToolsResult
-    from fs_search.workflows import tools as _tools
-    from fs_search.workflows._unserved import offered, stand_in
+    from fs_search.workflows import _adapter_kit as kit
+    from fs_search.workflows._adapter_kit import call_text, offered_specs
     from fs_search.workflows.tools import FsSearchTools
 
 Tool = Callable[..., Awaitable[str]]
@@ -68,34 +68,26 @@ def function_tools(tools: FsSearchTools, catalogue: ToolsResult) -> list[Tool]:
     with the catalogue's JSON schemas; it returns the call's text, ``Error: ...`` on
     failure. Arguments outside the schema are dropped by the SDK before the call (it passes
     only the parameters a function declares). A worker without rg offers no tools: the list
-    is empty and a workflow warning says why. Never raises: with no worker for the
-    workspace, glob and grep are offered anyway and read ``Error:`` text naming it.
+    is empty and a workflow warning says why.
+
+    Raises:
+        ApplicationError: non-retryable SEARCH_FAILED naming the workspace when no worker
+            answered the catalogue (nothing serves the workspace): the workflow fails with
+            the cause instead of running the model without its tools.
     """
-    offering = offered(tools, catalogue)
-    return [_function(tools, offering, spec) for spec in offering.tools]
+    return [_function(tools, catalogue, spec) for spec in offered_specs(tools, catalogue)]
 
 
 def instructions(catalogue: ToolsResult) -> str:
-    """The catalogue's system prompt segments, one paragraph each, for ``system_instruction``.
-
-    With no worker for the workspace, the segments of the tools offered anyway.
-    """
-    return _tools.instructions(stand_in(catalogue))
+    """The catalogue's system prompt segments, one paragraph each, for ``system_instruction``."""
+    return kit.instructions(catalogue)
 
 
 def _function(tools: FsSearchTools, catalogue: ToolsResult, spec: ToolSpec) -> Tool:
     name = spec.name
 
     async def call(**arguments: Any) -> str:
-        # Runs in workflow code: FsSearchTools schedules the search on the workspace's
-        # queue and turns every failure into Error: text; only a cancelled workflow raises.
-        try:
-            return (await tools.call(name, arguments, catalogue=catalogue)).text
-        except Exception as e:
-            if workflow.in_workflow() and workflow.cancellation_reason() is not None:
-                # The AFC loop would hand an Exception to the model and call it again.
-                raise asyncio.CancelledError(f"the workflow was cancelled during {name}") from e
-            raise
+        return await call_text(tools, name, arguments, catalogue=catalogue)
 
     call.__name__ = call.__qualname__ = name
     call.__doc__ = spec.description

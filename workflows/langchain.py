@@ -26,15 +26,15 @@ workflow re-raises as ``asyncio.CancelledError``, which ``ToolNode`` does not ca
 ``handle_tool_errors=True``: the workflow closes as cancelled, rg dead, the model not called
 again.
 
-When no worker answered the catalogue the tools are offered anyway (glob and grep as a worker
-describes them by default) and each call reads ``Error:`` text naming the workspace.
+When no worker serves the workspace, ``search_context`` (and ``structured_tools``) raises a
+non-retryable ``ApplicationError`` (``SEARCH_FAILED`` naming the workspace), as every
+adapter does: the workflow fails with the cause before the graph runs without its tools.
 
 Needs the ``langgraph`` extra (``pip install "fs-search-temporal[langgraph]"``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import copy
 from datetime import timedelta
 from typing import Any, TypedDict
@@ -42,7 +42,7 @@ from typing import Any, TypedDict
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from fs_search.workflows._extras import missing_extra
+    from fs_search.workflows._adapter_kit import missing_extra
 
 try:
     import langchain_core  # noqa: F401  (named first: a missing extra reads "langchain_core")
@@ -53,8 +53,8 @@ except ModuleNotFoundError as e:
 with workflow.unsafe.imports_passed_through():
     from fs_search.workflows import ToolSpec as CatalogueEntry
     from fs_search.workflows import ToolsResult
-    from fs_search.workflows import tools as _tools
-    from fs_search.workflows._unserved import offered, stand_in
+    from fs_search.workflows import _adapter_kit as kit
+    from fs_search.workflows._adapter_kit import call_tool, offered_specs, raise_if_unserved
     from fs_search.workflows.tools import FsSearchTools
 
 
@@ -74,7 +74,14 @@ _SECONDS = ("schedule_to_start_timeout", "start_to_close_timeout", "queue_timeou
 
 def search_context(tools: FsSearchTools, catalogue: ToolsResult) -> SearchContext:
     """The context to run a graph with: ``tools``' workspace and options (its queue, cwd,
-    budget and timeouts), and ``catalogue``, as JSON."""
+    budget and timeouts), and ``catalogue``, as JSON.
+
+    Raises:
+        ApplicationError: non-retryable SEARCH_FAILED naming the workspace when no worker
+            answered the catalogue (nothing serves the workspace): the workflow fails with
+            the cause before the graph runs.
+    """
+    raise_if_unserved(tools, catalogue)
     options: dict[str, Any] = {name: getattr(tools, name) for name in _OPTIONS}
     for name in _SECONDS:
         wait = getattr(tools, name)
@@ -101,13 +108,9 @@ def _tool(tools: FsSearchTools, catalogue: ToolsResult, entry: CatalogueEntry) -
     name = entry.name
 
     async def run(**arguments: Any) -> str:
-        try:
-            result = await tools.call(name, arguments, catalogue=catalogue)
-        except Exception as e:
-            if workflow.in_workflow() and workflow.cancellation_reason() is not None:
-                # ToolNode(handle_tool_errors=True) would hand it to the model and go on.
-                raise asyncio.CancelledError(f"the workflow was cancelled during {name}") from e
-            raise
+        # A cancelled workflow re-raises (ToolNode(handle_tool_errors=True) would hand an
+        # Exception to the model and go on).
+        result = await call_tool(tools, name, arguments, catalogue=catalogue)
         if result.error is not None:
             raise ToolException(result.text)  # a ToolMessage with status "error"
         return result.text
@@ -128,19 +131,17 @@ def structured_tools(tools: FsSearchTools, catalogue: ToolsResult) -> list[BaseT
     Each carries the catalogue's name, description and JSON schema and returns the call's
     text; a failed call is a ``ToolMessage`` of ``Error: ...`` text with status ``error``. A
     worker without rg offers no tools: the list is empty and a workflow warning says why.
-    With no worker for the workspace, glob and grep are offered anyway and read ``Error:``
-    text naming it.
+
+    Raises:
+        ApplicationError: non-retryable SEARCH_FAILED naming the workspace when no worker
+            answered the catalogue (nothing serves the workspace).
     """
-    offering = offered(tools, catalogue)
-    return [_tool(tools, offering, entry) for entry in offering.tools]
+    return [_tool(tools, catalogue, entry) for entry in offered_specs(tools, catalogue)]
 
 
 def instructions(catalogue: ToolsResult) -> str:
-    """The catalogue's system prompt segments, one paragraph each, for a ``SystemMessage``.
-
-    With no worker for the workspace, the segments of the tools offered anyway.
-    """
-    return _tools.instructions(stand_in(catalogue))
+    """The catalogue's system prompt segments, one paragraph each, for a ``SystemMessage``."""
+    return kit.instructions(catalogue)
 
 
 __all__ = [

@@ -47,7 +47,7 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from fs_search.workflows._extras import missing_extra
+    from fs_search.workflows._adapter_kit import missing_extra
 
 try:
     from agents import FunctionTool, Model, ModelProvider, ModelResponse, RunContextWrapper
@@ -56,15 +56,15 @@ except ModuleNotFoundError as e:
 
 with workflow.unsafe.imports_passed_through():
     from fs_search.activities.contract import ToolResult, ToolSpec, ToolsResult
-    from fs_search.workflows import tools as _tools
-    from fs_search.workflows.tools import (
+    from fs_search.workflows import _adapter_kit as kit
+    from fs_search.workflows._adapter_kit import call_text, offered_specs
+    from fs_search.workflows._arguments import (
         MAX_ARGUMENT_DEPTH,
         NESTED_TOO_DEEPLY,
-        FsSearchTools,
         nested_too_deeply,
-        offered_specs,
         parse_arguments,
     )
+    from fs_search.workflows.tools import FsSearchTools
 
 
 def function_tools(tools: FsSearchTools, catalogue: ToolsResult) -> list[FunctionTool]:
@@ -85,7 +85,7 @@ def function_tools(tools: FsSearchTools, catalogue: ToolsResult) -> list[Functio
 
 def instructions(catalogue: ToolsResult) -> str:
     """The catalogue's system prompt segments, one paragraph each, for ``Agent.instructions``."""
-    return _tools.instructions(catalogue)
+    return kit.instructions(catalogue)
 
 
 def _function_tool(tools: FsSearchTools, catalogue: ToolsResult, spec: ToolSpec) -> FunctionTool:
@@ -102,15 +102,13 @@ def _invoker(
     tools: FsSearchTools, catalogue: ToolsResult, name: str
 ) -> Callable[[RunContextWrapper[Any], str], Awaitable[str]]:
     async def invoke(context: RunContextWrapper[Any], arguments: str) -> str:
-        # Runs in workflow code: FsSearchTools schedules the search on the workspace's
-        # queue and turns every failure into Error: text (a cancelled workflow re-raises).
         # Any arguments the model sends (not JSON, not an object, a number too long to
-        # read, nesting too deep) are Error: text too, never an exception that would fail
-        # the workflow task on every retry.
+        # read, nesting too deep) are Error: text, never an exception that would fail the
+        # workflow task on every retry.
         parsed = parse_arguments(arguments)
         if isinstance(parsed, ToolResult):
             return parsed.text
-        return (await tools.call(name, parsed, catalogue=catalogue)).text
+        return await call_text(tools, name, parsed, catalogue=catalogue)
 
     return invoke
 

@@ -33,7 +33,7 @@ from typing import Any, Literal
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from fs_search.workflows._extras import missing_extra
+    from fs_search.workflows._adapter_kit import missing_extra
 
 try:
     from pydantic_ai import FunctionToolset, RunContext, Tool, ToolFailed, ToolsetTool
@@ -43,13 +43,10 @@ except ModuleNotFoundError as e:
 
 with workflow.unsafe.imports_passed_through():
     from fs_search.activities.contract import ToolResult, ToolSpec, ToolsResult
-    from fs_search.workflows import tools as _tools
-    from fs_search.workflows.tools import (
-        FsSearchTools,
-        object_arguments,
-        offered_specs,
-        parse_arguments,
-    )
+    from fs_search.workflows import _adapter_kit as kit
+    from fs_search.workflows._adapter_kit import call_text, offered_specs
+    from fs_search.workflows._arguments import object_arguments, parse_arguments
+    from fs_search.workflows.tools import FsSearchTools
 
 # pydantic-ai's Temporal integration reads this key of a tool's metadata: False runs the
 # (async) tool in workflow code rather than in an activity of the agent's.
@@ -87,7 +84,7 @@ def toolset(
 
 def instructions(catalogue: ToolsResult) -> str:
     """The catalogue's system prompt segments, one paragraph each."""
-    return _tools.instructions(catalogue)
+    return kit.instructions(catalogue)
 
 
 class _Arguments:
@@ -146,9 +143,7 @@ def _tool(tools: FsSearchTools, catalogue: ToolsResult, spec: ToolSpec) -> Tool[
     name = spec.name
 
     async def call(**arguments: Any) -> str:
-        # Runs in workflow code: FsSearchTools schedules the search on the workspace's
-        # queue and turns every failure into Error: text (a cancelled workflow re-raises).
-        return (await tools.call(name, arguments, catalogue=catalogue)).text
+        return await call_text(tools, name, arguments, catalogue=catalogue)
 
     tool: Tool[Any] = Tool.from_schema(
         call, name=name, description=spec.description, json_schema=copy.deepcopy(spec.input_schema)

@@ -23,22 +23,22 @@ Unlike the integration's ``TemporalSandbox`` (a worker-side shell chosen by name
 host polls its queue), every search here is pinned to the workspace's host, capped, confined
 to the workspace and spilled when over the cap.
 
-When no worker answered the catalogue the tools are offered anyway (glob and grep as a worker
-describes them by default) and each call reads ``Error:`` text naming the workspace.
+When no worker serves the workspace, ``agent_tools`` raises a non-retryable
+``ApplicationError`` (``SEARCH_FAILED`` naming the workspace), as every adapter does: the
+workflow fails with the cause instead of running the agent without its tools.
 
 Needs the ``strands`` extra (``pip install "fs-search-temporal[strands]"``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import copy
 from typing import Any
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from fs_search.workflows._extras import missing_extra
+    from fs_search.workflows._adapter_kit import missing_extra
 
 try:
     import strands  # noqa: F401  (named first: a missing extra reads "strands")
@@ -50,8 +50,8 @@ except ModuleNotFoundError as e:
 with workflow.unsafe.imports_passed_through():
     from fs_search.workflows import ToolSpec as CatalogueEntry
     from fs_search.workflows import ToolsResult
-    from fs_search.workflows import tools as _tools
-    from fs_search.workflows._unserved import offered, stand_in
+    from fs_search.workflows import _adapter_kit as kit
+    from fs_search.workflows._adapter_kit import call_tool, offered_specs
     from fs_search.workflows.tools import FsSearchTools
 
 
@@ -86,18 +86,11 @@ class FsSearchAgentTool(AgentTool):
         self, tool_use: ToolUse, invocation_state: dict[str, Any], **kwargs: Any
     ) -> ToolGenerator:
         """One result: the search's text, or ``Error: ...`` with status ``error``; never
-        raises but for a cancelled workflow (``asyncio.CancelledError``)."""
-        try:
-            result = await self._tools.call(
-                self.tool_name, tool_use.get("input"), catalogue=self._catalogue
-            )
-        except Exception as e:
-            if workflow.in_workflow() and workflow.cancellation_reason() is not None:
-                # Strands hands a tool's Exception to the model and goes on.
-                raise asyncio.CancelledError(
-                    f"the workflow was cancelled during {self.tool_name}"
-                ) from e
-            raise
+        raises but for a cancelled workflow (``asyncio.CancelledError``: Strands hands a
+        tool's Exception to the model and goes on)."""
+        result = await call_tool(
+            self._tools, self.tool_name, tool_use.get("input"), catalogue=self._catalogue
+        )
         yield ToolResultEvent(
             ToolResult(
                 toolUseId=tool_use["toolUseId"],
@@ -113,20 +106,22 @@ def agent_tools(tools: FsSearchTools, catalogue: ToolsResult) -> list[AgentTool]
 
     Each carries the catalogue's name, description and JSON schema and returns the call's
     text, ``Error: ...`` on failure. A worker without rg offers no tools: the list is empty
-    and a workflow warning says why. Never raises: with no worker for the workspace, glob and
-    grep are offered anyway and read ``Error:`` text naming it.
+    and a workflow warning says why.
+
+    Raises:
+        ApplicationError: non-retryable SEARCH_FAILED naming the workspace when no worker
+            answered the catalogue (nothing serves the workspace): the workflow fails with
+            the cause instead of running the agent without its tools.
     """
-    offering = offered(tools, catalogue)
-    return [FsSearchAgentTool(tools, offering, entry) for entry in offering.tools]
+    entries = offered_specs(tools, catalogue)
+    return [FsSearchAgentTool(tools, catalogue, entry) for entry in entries]
 
 
 def instructions(catalogue: ToolsResult) -> str:
     """The catalogue's system prompt segments, one paragraph each, for
     ``TemporalAgent(system_prompt=...)``.
-
-    With no worker for the workspace, the segments of the tools offered anyway.
     """
-    return _tools.instructions(stand_in(catalogue))
+    return kit.instructions(catalogue)
 
 
 __all__ = ["FsSearchAgentTool", "agent_tools", "instructions"]

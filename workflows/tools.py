@@ -9,10 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
-import logging
-import re
-from collections.abc import Mapping
 from datetime import timedelta
 from enum import Enum
 from typing import Any, TypeVar
@@ -61,13 +57,13 @@ with workflow.unsafe.imports_passed_through():
         ReadSpillRequest,
         ReadSpillResult,
         ToolResult,
-        ToolSpec,
         ToolsRequest,
         ToolsResult,
         fairness_key_for,
         host_queue_for,
         task_queue_for,
     )
+    from fs_search.workflows._arguments import object_arguments
     from fs_search.workflows.liveness import QUEUE_LIVENESS_ACTIVITY, QueueLiveness
     from fs_search.workflows.service import (
         CALL_OF_ACTIVITY,
@@ -77,7 +73,6 @@ with workflow.unsafe.imports_passed_through():
     from fs_search.workflows.summaries import summary_of
 
 _R = TypeVar("_R")
-log = logging.getLogger(__name__)
 
 # Failures that a retry cannot fix: the contract's codes, and a result too large for
 # Temporal (retrying would loop forever).
@@ -549,47 +544,6 @@ def unserved(
     )
 
 
-def offered_specs(tools: FsSearchTools, catalogue: ToolsResult) -> list[ToolSpec]:
-    """The tools a framework adapter offers the model: the catalogue's.
-
-    A catalogue no worker answered (``catalogue.error``) raises: an agent run without its
-    tools would only flounder (a model calling a tool its framework does not know), so
-    the workflow fails at once with the cause. A worker's own unavailable catalogue (no rg
-    on that worker) offers nothing, as the seed says, and a workflow warning says why.
-
-    Raises:
-        ApplicationError: non-retryable, ``type`` the failure's code (SEARCH_FAILED when no
-            worker serves the workspace), its message naming the workspace.
-    """
-    who = f"workspace {tools.workspace_id!r}"
-    if catalogue.error is not None:
-        code = catalogue.error.code
-        reason = catalogue.reason or "no fs-search worker answered"
-        message = reason if who in reason else f"fs-search's tools for {who}: {reason}"
-        raise ApplicationError(
-            message,
-            {"name": catalogue.error.name, "code": code.value},
-            type=code.value,
-            non_retryable=True,
-        )
-    if not catalogue.available:
-        # workflow.logger in workflow code (not repeated on replay); outside, this module's.
-        logger = workflow.logger if workflow.in_workflow() else log
-        logger.warning(
-            "fs-search offers no tools for %s: %s; the agent runs without glob and grep",
-            who,
-            catalogue.reason or "the worker's catalogue is unavailable",
-        )
-        return []
-    return list(catalogue.tools)
-
-
-def instructions(catalogue: ToolsResult) -> str:
-    """The catalogue's system prompt segments, one paragraph each: what every framework
-    adapter's ``instructions()`` gives its agent."""
-    return "\n\n".join(catalogue.system_prompt)
-
-
 def _not_picked_up(error: BaseException) -> bool:
     """Whether a call failed because no worker took it within schedule-to-start."""
     if not isinstance(error, ActivityError | NexusOperationError):
@@ -651,86 +605,6 @@ def _seconds(span: timedelta) -> str:
     if seconds < 120:
         return f"{seconds:.0f} s"
     return f"{seconds / 60:.1f} min"
-
-
-# How deep a model's tool-call arguments may nest (objects and arrays): no tool schema needs
-# more, and deeper JSON makes decoders recurse (the OpenAI Agents SDK's own decoding fails the
-# workflow task past ~450 levels). A framework guard replaces deeper arguments with
-# NESTED_TOO_DEEPLY (not JSON, so no tool runs on it), which parse_arguments answers.
-MAX_ARGUMENT_DEPTH = 100
-NESTED_TOO_DEEPLY = (
-    f"(arguments nested deeper than {MAX_ARGUMENT_DEPTH} levels, withheld by fs-search's guard)"
-)
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_BRACKET = re.compile(r"[\[\]{}]")
-
-
-def nested_too_deeply(arguments: str, limit: int = MAX_ARGUMENT_DEPTH) -> bool:
-    """Whether JSON text nests objects/arrays deeper than ``limit`` (strings skipped; linear,
-    no recursion, whatever the text)."""
-    if arguments.count("[") + arguments.count("{") <= limit:
-        return False
-    depth = 0
-    for match in _BRACKET.finditer(_STRING.sub("", arguments)):
-        if match.group() in "[{":
-            depth += 1
-            if depth > limit:
-                return True
-        else:
-            depth = max(depth - 1, 0)
-    return False
-
-
-def parse_arguments(arguments: str | bytes | bytearray) -> dict[str, Any] | ToolResult:
-    """A model's JSON arguments as a dict, or the ``Error:`` result it reads instead.
-
-    Never raises, whatever the text: not JSON, a number too long for Python to read (over
-    ``sys.get_int_max_str_digits()`` digits), nesting too deep to decode, or any JSON value
-    but an object are INVALID_ARGUMENT results. Blank text is ``{}``.
-    """
-    try:
-        if not arguments.strip():
-            return {}
-        if arguments == NESTED_TOO_DEEPLY:
-            raise RecursionError(arguments)
-        parsed = json.loads(arguments)
-    except json.JSONDecodeError as e:
-        return ToolResult.failure(ErrorCode.INVALID_ARGUMENT, f"the arguments are not JSON: {e}")
-    except UnicodeDecodeError:
-        return ToolResult.failure(ErrorCode.INVALID_ARGUMENT, "the arguments are not UTF-8 text")
-    except ValueError:  # an integer past Python's int-string conversion limit
-        return ToolResult.failure(
-            ErrorCode.INVALID_ARGUMENT, "the arguments hold a number with too many digits"
-        )
-    except RecursionError:
-        return ToolResult.failure(ErrorCode.INVALID_ARGUMENT, "the arguments are nested too deeply")
-    except (TypeError, AttributeError):  # not text at all
-        return ToolResult.failure(ErrorCode.INVALID_ARGUMENT, "the arguments are not JSON text")
-    return object_arguments(parsed)
-
-
-_JSON_KINDS = {
-    list: "an array",
-    tuple: "an array",
-    str: "a string",
-    int: "a number",
-    float: "a number",
-    bool: "a boolean",
-    type(None): "null",
-}
-
-
-def object_arguments(arguments: object) -> dict[str, Any] | ToolResult:
-    """``arguments`` as a tool call's fields: a JSON object (a mapping with string keys), or
-    the ``Error:`` result the model reads instead."""
-    if not isinstance(arguments, Mapping):
-        kind = _JSON_KINDS.get(type(arguments), type(arguments).__name__)
-        return ToolResult.failure(
-            ErrorCode.INVALID_ARGUMENT, f"the arguments must be a JSON object, not {kind}"
-        )
-    if not all(isinstance(key, str) for key in arguments):
-        return ToolResult.failure(ErrorCode.INVALID_ARGUMENT, "argument names must be strings")
-    return dict(arguments)
 
 
 def _workflow_cancelled() -> bool:

@@ -1,5 +1,5 @@
-"""Shared by the agent-framework tests: rg's process group, what a workflow scheduled, and
-what every framework's grep turn must show."""
+"""Shared by the agent-framework tests: rg's process group, what a workflow scheduled, what
+every framework's grep turn must show, and how a workflow fails for an unserved workspace."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError, WorkflowHandle
-from temporalio.exceptions import CancelledError
+from temporalio.exceptions import ApplicationError, CancelledError
 
 from tests.procs import alive, group, wait_for_rg
 
@@ -24,6 +24,15 @@ async def gone_within(pgid: int, timeout: float) -> float:
             return time.monotonic() - start
         await asyncio.sleep(0.05)
     raise AssertionError(f"rg's process group {pgid} still alive after {timeout} s")
+
+
+def assert_unserved(error: WorkflowFailureError, wsid: str) -> None:
+    """The workflow failed with the adapter kit's non-retryable SEARCH_FAILED naming the
+    workspace no worker serves."""
+    cause = error.cause
+    assert isinstance(cause, ApplicationError), repr(cause)
+    assert cause.type == "SEARCH_FAILED" and cause.non_retryable
+    assert f"no fs-search worker is serving workspace {wsid!r}" in cause.message, cause.message
 
 
 async def scheduled_activities(handle: WorkflowHandle[Any, Any]) -> list[tuple[str, str]]:

@@ -30,8 +30,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
 from fs_search.activities.contract import ErrorCode, ToolResult
-from fs_search.workflows import langchain, openai_agents, pydantic_ai, strands
-from fs_search.workflows.tools import parse_arguments
+from fs_search.workflows import langchain, openai_agents, parse_arguments, pydantic_ai, strands
 from tests.workflows.argument_strategies import any_objects, arguments, dump, json_texts, nested
 from tests.workflows.canned import CannedTools, catalogue
 

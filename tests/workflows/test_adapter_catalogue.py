@@ -1,14 +1,16 @@
 """The framework adapters when the catalogue did not come: no worker, or a worker without rg.
 
-Real dev server, each framework's own test model; the workspace either has no worker at all
-(the workflow must fail at once with a non-retryable SEARCH_FAILED naming it, not run an
-agent without tools) or a worker whose rg is missing (the tools are omitted and a workflow
-warning says why, as the seed says).
+One policy for all seven adapters (the adapter kit's ``offered_specs``): a workspace no worker
+serves raises a non-retryable SEARCH_FAILED naming it (the workflow fails at once rather than
+run an agent without tools; each adapter's own tests show what its framework does with it),
+and a worker whose rg is missing offers no tools, with a workflow warning (as the seed says).
+Real dev server and each framework's own test model for the end-to-end cases.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import uuid
 from pathlib import Path
@@ -28,6 +30,7 @@ from fs_search.workflows import FsSearchPlugin, FsSearchTools, openai_agents, py
 from tests.helpers import write_tree
 from tests.workflows import openai_agents_workflows as oa
 from tests.workflows import pydantic_ai_workflows as pa
+from tests.workflows.agent_frameworks import assert_unserved
 
 # The calls below wait this long for a worker before the liveness check (default 8 s).
 SCHEDULE_TO_START_S = 2.0
@@ -69,13 +72,6 @@ async def _pydantic_agent(client: Client, payload_dir: Path, job: pa.AgentRun):
         )
 
 
-def _assert_unserved(error: WorkflowFailureError, wsid: str) -> None:
-    cause = error.cause
-    assert isinstance(cause, ApplicationError), repr(cause)
-    assert cause.type == "SEARCH_FAILED" and cause.non_retryable
-    assert f"no fs-search worker is serving workspace {wsid!r}" in cause.message, cause.message
-
-
 async def test_openai_agent_with_no_worker_fails_at_once_naming_the_workspace(dev_env, payload_dir):
     """function_tools on the catalogue of a workspace no worker serves raises a non-retryable
     SEARCH_FAILED naming it: the workflow fails, the agent never runs toolless."""
@@ -89,7 +85,7 @@ async def test_openai_agent_with_no_worker_fails_at_once_naming_the_workspace(de
         await asyncio.wait_for(
             _openai_agent(dev_env.client, payload_dir, model, job), FAILS_WITHIN_S
         )
-    _assert_unserved(info.value, wsid)
+    assert_unserved(info.value, wsid)
 
 
 async def test_pydantic_agent_with_no_worker_fails_at_once_naming_the_workspace(
@@ -105,7 +101,7 @@ async def test_pydantic_agent_with_no_worker_fails_at_once_naming_the_workspace(
     )
     with pytest.raises(WorkflowFailureError) as info:
         await asyncio.wait_for(_pydantic_agent(dev_env.client, payload_dir, job), FAILS_WITHIN_S)
-    _assert_unserved(info.value, wsid)
+    assert_unserved(info.value, wsid)
 
 
 def _rg_missing_warnings(caplog: pytest.LogCaptureFixture, wsid: str) -> list[str]:
@@ -180,12 +176,30 @@ def _without_rg() -> ToolsResult:
     )
 
 
-@pytest.mark.parametrize(
-    "make", [openai_agents.function_tools, pydantic_ai.toolset], ids=["openai", "pydantic"]
-)
-def test_adapters_raise_when_no_worker_answered(make):
-    """Outside a workflow too: the catalogue's failure is raised as a non-retryable
-    ApplicationError of its code, with its message."""
+# Every adapter's builder of tools (and LangGraph's context, built before the graph runs).
+BUILDERS = [
+    ("openai_agents", "function_tools"),
+    ("pydantic_ai", "toolset"),
+    ("google_genai", "function_tools"),
+    ("google_adk", "function_tools"),
+    ("strands", "agent_tools"),
+    ("langchain", "structured_tools"),
+    ("langchain", "search_context"),
+    ("agent_harness", "harness_tools"),
+]
+
+
+def _builder(adapter: str, name: str):
+    if adapter == "google_adk":
+        pytest.importorskip("google.adk", reason="tested in its own environment: [dev-google-adk]")
+    return getattr(importlib.import_module(f"fs_search.workflows.{adapter}"), name)
+
+
+@pytest.mark.parametrize(("adapter", "name"), BUILDERS, ids=[".".join(b) for b in BUILDERS])
+def test_adapters_raise_when_no_worker_answered(adapter, name):
+    """Every adapter, outside a workflow too: the catalogue's failure is raised as a
+    non-retryable ApplicationError of its code, with its message."""
+    make = _builder(adapter, name)
     with pytest.raises(ApplicationError) as info:
         make(FsSearchTools("ws"), _unserved_catalogue())
     assert info.value.type == "SEARCH_FAILED" and info.value.non_retryable
@@ -199,6 +213,17 @@ def test_a_failure_not_naming_the_workspace_is_prefixed_with_it():
     with pytest.raises(ApplicationError) as info:
         openai_agents.function_tools(FsSearchTools("ws-9"), catalogue)
     assert info.value.message == "fs-search's tools for workspace 'ws-9': the search failed: boom"
+
+
+@pytest.mark.parametrize(("adapter", "name"), BUILDERS[2:6] + BUILDERS[7:])
+def test_every_other_adapter_offers_nothing_for_a_worker_without_rg(adapter, name, caplog):
+    """A worker's own unavailable catalogue: no tools, no exception, the kit's warning."""
+    caplog.set_level(logging.WARNING)
+    assert _builder(adapter, name)(FsSearchTools("ws"), _without_rg()) == []
+    assert [r.getMessage() for r in caplog.records] == [
+        "fs-search offers no tools for workspace 'ws': ripgrep is not available on this "
+        "worker; the agent runs without glob and grep"
+    ]
 
 
 def test_openai_function_tools_omit_the_tools_of_a_worker_without_rg(caplog):

@@ -20,7 +20,7 @@ from agents import ModelResponse
 from pydantic_ai import Tool
 from pydantic_ai.durable_exec.temporal import PydanticAIPlugin
 from temporal_agent_harness.ai_sdks.pydantic_ai_harness import as_pydantic_ai_tools
-from temporal_agent_harness.harness.agent_client import AgentClient
+from temporal_agent_harness.harness.agent_client import AgentClient, AgentTurnError
 from temporal_agent_harness.harness.agent_protocol import AgentConfig, AgentEvent, AgentEventType
 from temporal_agent_harness.plugin import AgentHarnessPlugin
 from temporalio.client import Client, WorkflowExecutionStatus
@@ -192,27 +192,28 @@ async def test_cancelling_the_session_kills_rg_and_asks_the_model_nothing_more(
     assert model.requests == 1
 
 
-async def test_a_down_workspace_offers_the_tools_and_the_model_reads_error_text(
+async def test_a_down_workspace_ends_the_turn_with_search_failed_naming_it(
     dev_env, payload_dir, tmp_path: Path
 ):
-    """No worker serves the workspace: the session still offers glob and grep, and the call
-    comes back as Error: text naming the workspace (a short schedule-to-start: a harness turn
-    waits on updates and stream polls, where time skipping would not help)."""
+    """No worker serves the workspace: harness_tools raises the non-retryable SEARCH_FAILED
+    naming it, which the harness reports as the turn's message_handler_error (the session
+    stays open for the next turn); the model is never asked (a short schedule-to-start: a
+    harness turn waits on updates and stream polls, where time skipping would not help)."""
     wsid = f"ws-down-{uuid.uuid4().hex[:8]}"
     model = ScriptedModel(("grep", {"pattern": "needle"}))
-    events = await _turn(
+    items = await _turn(
         dev_env.client,
         payload_dir,
         model,
         SearchSession(workspace_id=wsid, schedule_to_start_s=1.0),
     )
-    [reply] = _of(events, AgentEventType.MESSAGE_HANDLER_END)
-    [text] = reply.output["tool_outputs"]
-    assert text.startswith("Error: ") and repr(wsid) in text, text
-    assert task_queue_for(wsid) in text
-    assert [t["name"] for t in model.offered] == ["glob", "grep"]
-    assert model.instructions == f"{GLOB_PROMPT_HEAD}\n\n{GREP_PROMPT}"
-    assert reply.output["text"] == "done"
+    # AgentClient streams our message's message_handler_error as an AgentTurnError.
+    [error] = [item for item in items if isinstance(item, AgentTurnError)]
+    assert f"no fs-search worker is serving workspace {wsid!r}" in str(error), str(error)
+    assert task_queue_for(wsid) in str(error)
+    events = [item for item in items if not isinstance(item, AgentTurnError)]
+    assert not _of(events, AgentEventType.MESSAGE_HANDLER_END)
+    assert model.requests == 0
 
 
 def test_through_the_pydantic_ai_adapter_the_schemas_are_the_catalogues():

@@ -39,7 +39,7 @@ from google.genai import types
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.google_adk import GoogleAdkPlugin
 from temporalio.worker import Replayer, Worker
 
@@ -50,6 +50,7 @@ from fs_search.workflows.google_adk import FsSearchTool, function_tools, instruc
 from tests.helpers import sparse_file, write_tree
 from tests.workflows.agent_frameworks import (
     assert_grep_turn,
+    assert_unserved,
     cancel_while_rg_runs,
     scheduled_activities,
 )
@@ -202,12 +203,11 @@ async def test_cancelling_the_agent_workflow_kills_rg(dev_env, make_activities, 
     assert len(script.requests) == 1
 
 
-async def test_a_workspace_without_a_worker_reads_error_text(dev_env):
-    """No worker for the workspace: glob and grep are still declared with their prompt
-    segments, the call reads Error: text naming the workspace, and the run reaches the
-    model's answer."""
+async def test_a_workspace_without_a_worker_fails_the_workflow_naming_it(dev_env):
+    """No worker for the workspace: function_tools raises the non-retryable SEARCH_FAILED
+    naming it, the workflow fails with that cause, and the model is never called."""
     wsid = f"nobody-{uuid.uuid4()}"
-    model, script = scripted(call("grep", {"pattern": "x"}), text("no luck"))
+    model, script = scripted(text("never asked"))
     queue = f"agents-{uuid.uuid4()}"
     async with _agent_worker(dev_env.client, queue):
         handle = await _start(
@@ -215,14 +215,10 @@ async def test_a_workspace_without_a_worker_reads_error_text(dev_env):
             queue,
             AdkRun(workspace_id=wsid, prompt="search", model=model, schedule_to_start_s=1),
         )
-        reply = await handle.result()
-    assert reply.answer == "no luck"
-    first = script.requests[0]
-    assert [d.name for d in _declarations(first)] == ["glob", "grep"]
-    assert "Use the grep tool" in str(first.config.system_instruction)
-    [result] = reply.tool_outputs
-    assert result.startswith("Error: no fs-search worker is serving")
-    assert repr(wsid) in result
+        with pytest.raises(WorkflowFailureError) as info:
+            await asyncio.wait_for(handle.result(), 120)
+    assert_unserved(info.value, wsid)
+    assert script.requests == []
 
 
 async def test_a_tool_the_agent_does_not_have_is_adks_error_for_the_model(

@@ -7,14 +7,16 @@ function calling loop running in the workflow.
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.google_genai.testing import (
     GeminiTestServer,
     function_call_response,
@@ -28,6 +30,7 @@ from fs_search.workflows import FsSearchTools, task_queue_for
 from fs_search.workflows.google_genai import function_tools, instructions
 from tests.helpers import sparse_file, write_tree
 from tests.workflows.agent_frameworks import (
+    assert_unserved,
     cancel_while_rg_runs,
     scheduled_activities,
 )
@@ -155,13 +158,11 @@ async def test_cancelling_the_agent_workflow_kills_rg(dev_env, make_activities, 
     assert len(server.requests) == 1
 
 
-async def test_a_workspace_without_a_worker_reads_error_text(dev_env):
-    """No worker for the workspace: glob and grep are still declared, the call reads Error:
-    text naming the workspace, and the run reaches the model's answer."""
+async def test_a_workspace_without_a_worker_fails_the_workflow_naming_it(dev_env):
+    """No worker for the workspace: function_tools raises the non-retryable SEARCH_FAILED
+    naming it, the workflow fails with that cause, and the model is never called."""
     wsid = f"nobody-{uuid.uuid4()}"
-    server = GeminiTestServer(
-        [function_call_response("grep", {"pattern": "x"}), text_response("no luck")]
-    )
+    server = GeminiTestServer([text_response("never asked")])
     queue = f"agents-{uuid.uuid4()}"
     async with Worker(
         dev_env.client, task_queue=queue, workflows=[GeminiSearchAgent], plugins=[server.plugin()]
@@ -172,12 +173,10 @@ async def test_a_workspace_without_a_worker_reads_error_text(dev_env):
             queue,
             GeminiRun(workspace_id=wsid, prompt="search", schedule_to_start_s=1),
         )
-        assert await handle.result() == "no luck"
-    assert [d["name"] for d in _declarations(server.requests[0])] == ["glob", "grep"]
-    assert "Use the grep tool" in server.requests[0]["systemInstruction"]["parts"][0]["text"]
-    [result] = _results(server)
-    assert result["result"].startswith("Error: no fs-search worker is serving")
-    assert repr(wsid) in result["result"]
+        with pytest.raises(WorkflowFailureError) as info:
+            await asyncio.wait_for(handle.result(), 60)
+    assert_unserved(info.value, wsid)
+    assert server.requests == []
 
 
 async def test_time_skipping_env_with_the_test_server(tmp_path: Path):

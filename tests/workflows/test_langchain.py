@@ -18,12 +18,13 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.langgraph import LangGraphPlugin
 from temporalio.worker import Replayer, Worker
 
@@ -39,6 +40,7 @@ from fs_search.workflows.langchain import (
 from tests.helpers import sparse_file, write_tree
 from tests.workflows.agent_frameworks import (
     assert_grep_turn,
+    assert_unserved,
     cancel_while_rg_runs,
     scheduled_activities,
 )
@@ -197,11 +199,12 @@ async def test_cancelling_the_agent_workflow_kills_rg(dev_env, make_activities, 
     assert len(script.calls) == 1
 
 
-async def test_a_workspace_without_a_worker_reads_error_text(dev_env):
-    """No worker for the workspace: glob and grep are still bound with their prompt segments,
-    the call reads Error: text naming the workspace, and the run reaches the answer."""
+async def test_a_workspace_without_a_worker_fails_the_workflow_naming_it(dev_env):
+    """No worker for the workspace: search_context raises the non-retryable SEARCH_FAILED
+    naming it, the workflow fails with that cause before the graph runs, and the model is
+    never called."""
     wsid = f"nobody-{uuid.uuid4()}"
-    model, script = scripted(("grep", {"pattern": "x"}), "no luck")
+    model, script = scripted("never asked")
     queue = f"agents-{uuid.uuid4()}"
     async with _agent_worker(dev_env.client, queue):
         handle = await _start(
@@ -209,14 +212,10 @@ async def test_a_workspace_without_a_worker_reads_error_text(dev_env):
             queue,
             GraphRun(workspace_id=wsid, prompt="search", model=model, schedule_to_start_s=1),
         )
-        reply = await asyncio.wait_for(handle.result(), 120)
-    assert reply.answer == "no luck"
-    assert [t["function"]["name"] for t in script.tools] == ["glob", "grep"]
-    assert "Use the grep tool" in str(script.calls[0][0].content)
-    [result] = reply.tool_outputs
-    assert result.startswith("Error: no fs-search worker is serving")
-    assert repr(wsid) in result
-    assert reply.statuses == ["error"]
+        with pytest.raises(WorkflowFailureError) as info:
+            await asyncio.wait_for(handle.result(), 120)
+    assert_unserved(info.value, wsid)
+    assert script.calls == []
 
 
 async def test_time_skipping_env_with_the_langgraph_plugin(tmp_path: Path):

@@ -29,8 +29,8 @@ from temporalio.worker import Worker
 
 from fs_search.worker.app import new_worker
 from fs_search.workflows import FsSearchPlugin
+from fs_search.workflows._arguments import nested_too_deeply
 from fs_search.workflows.openai_agents import guarded
-from fs_search.workflows.tools import nested_too_deeply
 from tests.helpers import write_tree
 from tests.workflows.openai_agents_workflows import AgentRun, OpenAISearchAgent
 

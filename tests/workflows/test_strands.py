@@ -22,9 +22,10 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from strands.models import Model
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.strands_agents import StrandsPlugin
 from temporalio.worker import Replayer, Worker
 
@@ -35,6 +36,7 @@ from fs_search.workflows.strands import FsSearchAgentTool, agent_tools, instruct
 from tests.helpers import sparse_file, write_tree
 from tests.workflows.agent_frameworks import (
     assert_grep_turn,
+    assert_unserved,
     cancel_while_rg_runs,
     scheduled_activities,
 )
@@ -203,12 +205,11 @@ async def test_cancelling_the_agent_workflow_kills_rg(dev_env, make_activities, 
     assert len(model.seen) == 1
 
 
-async def test_a_workspace_without_a_worker_reads_error_text(dev_env):
-    """No worker for the workspace: glob and grep are still offered with their prompt
-    segments, the call reads Error: text naming the workspace, and the run reaches the
-    model's answer."""
+async def test_a_workspace_without_a_worker_fails_the_workflow_naming_it(dev_env):
+    """No worker for the workspace: agent_tools raises the non-retryable SEARCH_FAILED
+    naming it, the workflow fails with that cause, and the model is never called."""
     wsid = f"nobody-{uuid.uuid4()}"
-    model = ScriptedModel([call("grep", {"pattern": "x"}), answer("no luck")])
+    model = ScriptedModel([answer("never asked")])
     queue = f"agents-{uuid.uuid4()}"
     async with _agent_worker(dev_env.client, queue, model):
         handle = await _start(
@@ -216,15 +217,10 @@ async def test_a_workspace_without_a_worker_reads_error_text(dev_env):
             queue,
             StrandsRun(workspace_id=wsid, prompt="search", model=MODEL, schedule_to_start_s=1),
         )
-        reply = await asyncio.wait_for(handle.result(), 120)
-    assert reply.answer == "no luck"
-    first = model.seen[0]
-    assert [s["name"] for s in first.tool_specs] == ["glob", "grep"]
-    assert "Use the grep tool" in (first.system_prompt or "")
-    [result] = reply.tool_outputs
-    assert result.startswith("Error: no fs-search worker is serving")
-    assert repr(wsid) in result
-    assert reply.statuses == ["error"]
+        with pytest.raises(WorkflowFailureError) as info:
+            await asyncio.wait_for(handle.result(), 120)
+    assert_unserved(info.value, wsid)
+    assert model.seen == []
 
 
 async def test_odd_tool_inputs_read_error_text(dev_env, make_activities, tmp_path: Path):
