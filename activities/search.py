@@ -33,7 +33,6 @@ from fs_search.activities.contract import (
     ErrorCode,
     GlobRequest,
     GlobResult,
-    GrepMatch,
     GrepRequest,
     GrepResult,
     ReadSpillRequest,
@@ -57,12 +56,6 @@ log = logging.getLogger(__name__)
 # Under a workspaces root, each further call a workspace has in flight runs rg this much
 # nicer (at most 19).
 NICE_STEP = 5
-IGNORE_FILES_SKIPPED = (
-    "(ignore files were not applied: one in the workspace could not be read safely, "
-    "so files it would hide are included)"
-)
-
-
 @dataclass(frozen=True)
 class RgStatus:
     """Result of the start-up probe: the rg to run, or why there is none."""
@@ -179,9 +172,7 @@ class SearchActivities:
                     partial=partial,
                 )
             if not req.spill:
-                await self.saver.ready_for(
-                    sum(len(p) + 4 for p in got.every or []) + len(text), call.progress
-                )
+                await self.saver.ready_for(got.payload_bytes(text), call.progress)
             return GlobResult(
                 root=target.root,
                 paths=got.shown if req.spill else got.every or [],
@@ -200,44 +191,21 @@ class SearchActivities:
         """Search file contents; matching lines grouped by file."""
         async with self._call("grep", req) as call:
             cfg = self.config
-            include = req.include if req.include and req.include.strip() else None
             with self._resolved(req, "grep", call) as (target, at):
-                binary = self._rg_path()
                 vetted = await self._ignore_files(target, call)
-
-                def argv(*, ignore_files: IgnoreFiles | None, file_arg: str | None) -> list[str]:
-                    return rg.for_grep(
-                        req.pattern,
-                        rg=binary,
-                        include=include,
-                        file_arg=file_arg,
-                        threads=cfg.rg_threads,
-                        ignore_files=ignore_files,
-                    )
-
+                argvs = rg.for_grep_call(
+                    req.pattern,
+                    rg=self._rg_path(),
+                    include=req.include,
+                    file_arg=target.file_arg,
+                    threads=cfg.rg_threads,
+                    ignore_files=vetted.ignore_files,
+                )
                 with self._rg_span("grep", call.progress) as span:
-                    run = await self._run_rg(
-                        argv(ignore_files=vetted.ignore_files, file_arg=target.file_arg), at, call
+                    # An ignore file that stops rg is skipped, and the text says so.
+                    run, skipped = await rg.grep_past_ignore_files(
+                        lambda argv: self._run_rg(argv, at, call), argvs
                     )
-                    skipped = run.aborted or run.fifo_refused
-                    if skipped:
-                        # An ignore file the tree planted (huge, endless, a FIFO outside)
-                        # stopped rg: search again without ignore files, and say so.
-                        log.warning(
-                            "rg was stopped by an ignore file; searching again without them"
-                        )
-                        run = await self._run_rg(
-                            argv(ignore_files=None, file_arg=target.file_arg), at, call
-                        )
-                        if run.aborted:
-                            # Not an ignore file, then: rg holds each file's matches in
-                            # memory before writing them, and one file's were too many.
-                            raise SearchError(
-                                ErrorCode.SEARCH_RAW_OUTPUT_OVERFLOW,
-                                "the matches in one file needed more memory than rg may use "
-                                "on this worker (FS_SEARCH_RG_MEMORY_MB) and the search was "
-                                "stopped; narrow the pattern, path or include",
-                            )
                     span.set_attribute("fs_search.exit_code", run.returncode)
                     # A pattern error is confirmed with the same search, no file operand
                     # and no ignore file (in an empty directory: there is nothing to read).
@@ -245,7 +213,7 @@ class SearchActivities:
                         run,
                         self.executor,
                         complete=results.ends_with_summary(run.chunks),
-                        clean_argv=argv(ignore_files=None, file_arg=None),
+                        clean_argv=argvs.clean,
                         file_arg=target.file_arg,
                         pattern=req.pattern,
                         budget_s=call.budget_s,
@@ -263,36 +231,17 @@ class SearchActivities:
             ref, error, note = await self._spill("grep", call, got.artifact, req.spill)
             with self._phase("render", call.progress):
                 text = results.grep_text(
-                    got.page, total=got.total, files=got.files, spill=note, partial=partial
+                    got.page,
+                    total=got.total,
+                    files=got.files,
+                    spill=note,
+                    partial=partial,
+                    note=rg.IGNORE_FILES_SKIPPED if skipped else vetted.note,
                 )
-                if skipped:
-                    text = f"{text}\n{IGNORE_FILES_SKIPPED}"
-                elif vetted.note:
-                    text = f"{text}\n{vetted.note}"
-            if req.spill:
-                matches = [
-                    GrepMatch(
-                        path=line.path,
-                        line_number=line.line_number,
-                        line=line.text,
-                        line_truncated=line.truncated,
-                    )
-                    for line in got.page
-                ]
-            else:
-                await self.saver.ready_for(
-                    sum(len(p) + len(t) + 64 for p, lines in got.every or [] for _, t in lines)
-                    + len(text),
-                    call.progress,
-                )
-                # Trusted values straight from the parser: skip per-match validation.
-                matches = [
-                    GrepMatch.model_construct(path=path, line_number=number, line=line)
-                    for path, lines in got.every or []
-                    for number, line in lines
-                ]
+            if not req.spill:
+                await self.saver.ready_for(got.payload_bytes(text), call.progress)
             return GrepResult(
-                matches=matches,
+                matches=got.matches(every=not req.spill),
                 total=got.total,
                 files=got.files,
                 truncated=got.truncated,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from fs_search.activities.contract import GrepMatch
 from fs_search.activities.results import _glob_artifact as glob_artifact
 from fs_search.activities.results import _glob_names as glob_names
 from fs_search.activities.results import _parse as parse
@@ -40,6 +41,37 @@ class GrepDigest:
         """More matches were fetched than the page shows."""
         return self.total > len(self.page)
 
+    def matches(self, *, every: bool) -> list[GrepMatch]:
+        """The result's matches: the page's previews, or (``every``: ``spill: false``) every
+        match with its full line."""
+        if not every:
+            return [
+                GrepMatch(
+                    path=line.path,
+                    line_number=line.line_number,
+                    line=line.text,
+                    line_truncated=line.truncated,
+                )
+                for line in self.page
+            ]
+        # Trusted values straight from the parser: skip per-match validation.
+        return [
+            GrepMatch.model_construct(path=path, line_number=number, line=line)
+            for path, lines in self.every or []
+            for number, line in lines
+        ]
+
+    def payload_bytes(self, text: str) -> int:
+        """About how large the result is with every match inline (``spill: false``) and
+        ``text``: each match's path and line, and the JSON around them."""
+        matches = (len(p) + len(t) for p, lines in self.every or [] for _, t in lines)
+        return sum(size + _MATCH_JSON for size in matches) + len(text)
+
+
+# A GrepMatch's JSON beyond its path and line: field names, line number, quotes, commas.
+_MATCH_JSON = 64
+# A glob path's JSON beyond its text: quotes and a comma, with room for escapes.
+_PATH_JSON = 4
 
 # What parsing part of an output yields: its files' matching lines and how many there are.
 Part = tuple[dict[str, FileLines], int]
@@ -109,6 +141,11 @@ class GlobDigest:
     def truncated(self) -> bool:
         """More paths were listed than the page shows."""
         return self.total > len(self.shown)
+
+    def payload_bytes(self, text: str) -> int:
+        """About how large the result is with every path inline (``spill: false``) and
+        ``text``: each path and the JSON around it."""
+        return sum(len(p) + _PATH_JSON for p in self.every or []) + len(text)
 
 
 def glob(

@@ -123,21 +123,28 @@ def grep_text(
     files: int,
     spill: SpillNote | None,
     partial: bool = False,
+    note: str | None = None,
 ) -> str:
-    """The text of a grep result: matches grouped by file, and a footer when over the cap."""
+    """The text of a grep result: matches grouped by file, a footer when over the cap, and
+    ``note`` last (which ignore files were not applied)."""
+    text = _with_partial(_grep_body(page, total=total, files=files, spill=spill), partial)
+    return f"{text}\n{note}" if note else text
+
+
+def _grep_body(page: Sequence[Line], *, total: int, files: int, spill: SpillNote | None) -> str:
     if total == 0:
-        return _with_partial(NO_MATCHES, partial)
+        return NO_MATCHES
     body = grouped(page)
     omitted = total - len(page)
     if omitted <= 0:
-        return _with_partial(body, partial)
+        return body
     footer = (
         f"(Showing {len(page)} of {total} matching lines in {files} files. "
         f"{omitted} more not shown.)"
     )
     lines = [body, "", footer]
     lines += _spill_lines(spill, what=f"all {total} matching lines (full text)")
-    return _with_partial("\n".join(lines), partial)
+    return "\n".join(lines)
 
 
 def grouped(lines: Sequence[Line]) -> str:

@@ -85,19 +85,59 @@ def for_grep(
     The pattern follows ``-e`` so a leading ``-`` is searched literally; a file target is
     named after ``--`` so its name is never read as a flag. ``ignore_files`` says which
     ignore files apply; None applies none (``--no-ignore``: the fallback when one of them
-    stopped rg, and the pattern check in an empty directory, which must read nothing).
+    stopped rg, and the pattern check in an empty directory, which must read nothing). A
+    blank ``include`` is none.
     """
     argv = [rg, *_ISOLATION, "--json", "--hidden"]
     argv += ["--no-ignore"] if ignore_files is None else ignore_files.flags()
     if threads is not None:
         argv.append(f"--threads={threads}")
-    if include:
+    if include and include.strip():
         argv.append(f"--glob={include}")
     argv.extend(_VCS_EXCLUSIONS)
     argv += ["-e", pattern]
     if file_arg is not None:
         argv += ["--", file_arg]
     return argv
+
+
+@dataclass(frozen=True)
+class GrepArgvs:
+    """The rg argvs of one grep call.
+
+    Attributes:
+        search: the search, with the ignore files chosen for it.
+        without_ignore_files: the same search applying none (when one of them stopped rg).
+        clean: the same search with no ignore file and no file operand, where a suspected
+            pattern error is confirmed (in an empty directory).
+    """
+
+    search: list[str]
+    without_ignore_files: list[str]
+    clean: list[str]
+
+
+def for_grep_call(
+    pattern: str,
+    *,
+    rg: str,
+    include: str | None,
+    file_arg: str | None,
+    threads: int | None,
+    ignore_files: IgnoreFiles,
+) -> GrepArgvs:
+    """The argvs a grep call may run (see :class:`GrepArgvs` and :func:`for_grep`)."""
+
+    def argv(*, ignore: IgnoreFiles | None, file: str | None) -> list[str]:
+        return for_grep(
+            pattern, rg=rg, include=include, file_arg=file, threads=threads, ignore_files=ignore
+        )
+
+    return GrepArgvs(
+        search=argv(ignore=ignore_files, file=file_arg),
+        without_ignore_files=argv(ignore=None, file=file_arg),
+        clean=argv(ignore=None, file=None),
+    )
 
 
 def for_probe(*, rg: str) -> list[str]:

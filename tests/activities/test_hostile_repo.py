@@ -26,11 +26,11 @@ from temporalio.testing import ActivityEnvironment
 from fs_search.activities.beneath import Tree
 from fs_search.activities.contract import GlobRequest, GrepRequest, GrepResult
 from fs_search.activities.ignore_files import SOME_SKIPPED
+from fs_search.activities.rg import IGNORE_FILES_SKIPPED
 from fs_search.activities.rg._executor import Executor
 from fs_search.activities.rg._launch import landlock_abi
 from fs_search.activities.rg._loader import loader_files
 from fs_search.activities.rg._sandbox import Sandbox, SandboxUnavailable, sandbox_for
-from fs_search.activities.search import IGNORE_FILES_SKIPPED
 from tests.helpers import Fifo, Link, write_tree
 
 HAS_LANDLOCK = landlock_abi() > 0

@@ -315,3 +315,18 @@ def test_top_level_entries_are_counted_alike_by_runs_or_name_by_name(order, monk
     expected = Counter(_top(n) for n in names)
     assert list(dirs.items()) == list(expected.items())
     assert groups == len(expected) - (b"" in expected) + expected[b""]
+
+
+def test_payload_estimates_count_every_entry_inline_and_the_text():
+    """A ``spill: false`` result's estimate: each path (glob) or each match's path and full
+    line (grep) with its JSON, and the text; a paged result's entries are not counted."""
+    page = render.GlobPage(indices=[0], sampled=False)
+    everything = digest.GlobDigest(total=2, page=page, shown=["a"], every=["a", "bb"])
+    assert everything.payload_bytes("text") == (1 + 4) + (2 + 4) + 4
+    paged = digest.GlobDigest(total=2, page=page, shown=["a"])
+    assert paged.payload_bytes("text") == 4
+    lines = [(1, "x" * 10), (7, "y")]
+    grep = digest.GrepDigest(total=2, files=1, page=[], every=[("src/a.py", lines)])
+    assert grep.payload_bytes("") == (8 + 10 + 64) + (8 + 1 + 64)
+    assert [m.line for m in grep.matches(every=True)] == ["x" * 10, "y"]
+    assert grep.matches(every=False) == []

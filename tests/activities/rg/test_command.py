@@ -38,3 +38,25 @@ def test_grep_argv_without_file_has_no_path_argument():
     """A directory search runs rg in that directory with no path argument."""
     argv = command.for_grep("x", rg="/bin/rg")
     assert argv[-2:] == ["-e", "x"]
+
+
+def test_a_blank_include_is_none():
+    """An include of only spaces adds no glob (rg would reject it as a pattern)."""
+    assert command.for_grep("x", rg="/bin/rg", include="  ") == command.for_grep("x", rg="/bin/rg")
+
+
+def test_a_grep_calls_argvs_differ_only_in_ignore_files_and_file_operand():
+    """The search applies the chosen ignore files; the fallback none; the pattern check
+    none and no file operand (it runs in an empty directory)."""
+    chosen = command.IgnoreFiles(parents=False)
+    argvs = command.for_grep_call(
+        "x", rg="/bin/rg", include="*.py", file_arg="a.py", threads=2, ignore_files=chosen
+    )
+    assert argvs.search == command.for_grep(
+        "x", rg="/bin/rg", include="*.py", file_arg="a.py", threads=2, ignore_files=chosen
+    )
+    assert "--no-ignore-parent" in argvs.search and "--no-ignore" not in argvs.search
+    assert argvs.without_ignore_files == [
+        "--no-ignore" if a == "--no-ignore-parent" else a for a in argvs.search
+    ]
+    assert argvs.clean == argvs.without_ignore_files[:-2]
