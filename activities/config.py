@@ -141,7 +141,7 @@ class FsSearchConfig(StorageSettings):
     # rg's address-space limit: a planted huge or endless ignore file cannot exhaust the host.
     rg_memory_mb: int = Field(1024, ge=64)
     # Poll a workspace queue even when a live worker of another host polls it (hosts that
-    # see the same files). Off: such a queue is refused (worker/queue_owner.py).
+    # see the same files). Off: such a queue is refused (worker/_queue_owner.py).
     allow_shared_queue: bool = False
     # Which queues a --workspaces-root worker polls: one per workspace (default), the
     # host's one queue fs-search-host/<host-id> (requests name their workspace), or both.

@@ -396,6 +396,12 @@ class ErrorCode(StrEnum):
     SEARCH_ABORTED = "SEARCH_ABORTED"
 
 
+# Failures that a retry cannot fix, on every route (activities, standalone activities, the
+# Nexus handler's): the contract's codes, and a result too large for Temporal (retrying
+# would loop forever).
+NON_RETRYABLE_ERROR_TYPES = [code.value for code in ErrorCode] + ["PayloadsTooLarge"]
+
+
 def error_name(code: ErrorCode) -> str:
     """The ``name`` that accompanies a code in failure details and tool results."""
     return "ToolArgumentError" if code is ErrorCode.INVALID_ARGUMENT else "SearchError"
@@ -553,6 +559,7 @@ __all__ = [
     "READ_SPILL_ACTIVITY",
     "TASK_QUEUE_PREFIX",
     "TOOLS_ACTIVITY",
+    "NON_RETRYABLE_ERROR_TYPES",
     "WORKSPACE_BUSY",
     "AnyResult",
     "ArgumentProblem",

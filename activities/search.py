@@ -56,6 +56,8 @@ log = logging.getLogger(__name__)
 # Under a workspaces root, each further call a workspace has in flight runs rg this much
 # nicer (at most 19).
 NICE_STEP = 5
+
+
 @dataclass(frozen=True)
 class RgStatus:
     """Result of the start-up probe: the rg to run, or why there is none."""

@@ -31,7 +31,7 @@ import service_rows  # noqa: E402, F401 - registers the one-off and Nexus rows i
 from harness import open_env  # noqa: E402
 from stats import RowResult  # noqa: E402
 
-from fs_search.worker.binaries import require_binary  # noqa: E402
+from fs_search.worker._binaries import require_binary  # noqa: E402
 
 ALIASES = {
     "small": "small",

@@ -40,9 +40,9 @@ from flows import WORKFLOWS, Call, CallsWorkflow, Spec  # noqa: E402
 from temporalio.client import Client  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
 
-from fs_search.worker.devstack import DevServer  # noqa: E402
-from fs_search.worker.processes import ManagedProcess  # noqa: E402
-from fs_search.workflows.plugin import FsSearchPlugin  # noqa: E402
+from fs_search.worker._devstack import DevServer  # noqa: E402
+from fs_search.worker._processes import ManagedProcess  # noqa: E402
+from fs_search.workflows import FsSearchPlugin
 
 MB = 1024 * 1024
 # Worker settings for every worker the benchmark starts (``--set KEY=VALUE``).

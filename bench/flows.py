@@ -16,7 +16,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from fs_search.activities.contract import GrepRequest, GrepResult, ToolResult
-    from fs_search.workflows.tools import FsSearchTools
+    from fs_search.workflows import FsSearchTools
 
 NOOP_ACTIVITY = "bench.noop"
 PLAIN_RG_ACTIVITY = "bench.plain_rg"

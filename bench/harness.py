@@ -33,10 +33,10 @@ from temporalio.worker import Worker
 from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.contract import GrepRequest, GrepResult
 from fs_search.activities.search import SearchActivities
-from fs_search.worker.app import build_activities, maintenance, new_worker
-from fs_search.worker.devstack import DevServer
-from fs_search.worker.service_handler import CALLBACKS_DYNAMIC_CONFIG
-from fs_search.workflows.plugin import FsSearchPlugin
+from fs_search.worker import build_activities, maintenance, new_worker
+from fs_search.worker._devstack import DevServer
+from fs_search.worker._service_handler import CALLBACKS_DYNAMIC_CONFIG
+from fs_search.workflows import FsSearchPlugin
 
 WORKFLOW_TIMEOUT = timedelta(minutes=5)
 # Where the Nexus row's caller workflows run (service_rows.py).

@@ -35,10 +35,10 @@ from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, Telemetr
 from temporalio.worker import Worker
 
 from fs_search.activities.contract import ToolResult
-from fs_search.worker.devstack import DevServer
-from fs_search.worker.processes import ManagedProcess, free_port, tail_of
-from fs_search.workflows.call import CallInput, FsSearchCallWorkflow
-from fs_search.workflows.plugin import FsSearchPlugin
+from fs_search.worker._devstack import DevServer
+from fs_search.worker._processes import ManagedProcess, free_port, tail_of
+from fs_search.workflows import FsSearchPlugin
+from fs_search.workflows._call import CallInput, FsSearchCallWorkflow
 
 MB = 1024 * 1024
 HOST_ID = "bench-host"

@@ -31,10 +31,9 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from fs_search.activities.contract import ToolResult
-from fs_search.worker.service_handler import create_endpoint, serving_service
-from fs_search.workflows import FsSearchClient
-from fs_search.workflows.call import CALL_WORKFLOW, CallInput, FsSearchCallWorkflow
-from fs_search.workflows.plugin import FsSearchPlugin
+from fs_search.worker import create_endpoint, serving_service
+from fs_search.workflows import FsSearchClient, FsSearchPlugin
+from fs_search.workflows._call import CALL_WORKFLOW, CallInput, FsSearchCallWorkflow
 
 rows.NAMES.update({"oneoff": "one-off small grep", "nexus": "Nexus small grep"})
 rows.PARTS.update({"oneoff": {"small"}, "nexus": {"small"}})

@@ -18,12 +18,11 @@ from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.search import SearchActivities
 from fs_search.activities.storage import FileSpillStore, Storage
 from fs_search.activities.storage._s3_client import client_kwargs
-from fs_search.worker.app import build_activities
-from fs_search.worker.binaries import require_binary
-from fs_search.worker.devstack import SeaweedS3
-from fs_search.worker.service_handler import serving_service
+from fs_search.worker import build_activities, serving_service
+from fs_search.worker._binaries import require_binary
+from fs_search.worker._devstack import SeaweedS3
 from fs_search.worker.testing import ServiceEnv, service_env, time_skipping_env
-from fs_search.workflows.plugin import FsSearchPlugin
+from fs_search.workflows import FsSearchPlugin
 
 
 @pytest.fixture(autouse=True)

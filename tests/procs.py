@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psutil
 
-from fs_search.worker.binaries import find_binary
+from fs_search.worker._binaries import find_binary
 
 FS_SEARCH = find_binary("fs-search") or "fs-search"
 RG = os.path.realpath(find_binary("rg") or "rg")

@@ -10,13 +10,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 
-# One leak per contract: an upward import, a private module read across its front, storage
-# running rg, and the budget model calling temporalio.
+# One leak per contract: an upward import, private modules read across their fronts (in
+# activities/, and from worker/ into workflows/ beyond the ignored imports), storage running
+# rg, and the budget model calling temporalio.
 TREE = {
     "activities": "",
     "workflows": "",
     "worker": "",
-    "activities/leak.py": "from fs_search.worker import app\n",
+    "activities/leak.py": "from fs_search.worker import _app\n",
     "activities/rg": "",
     "activities/rg/_command.py": "",
     "activities/results": "",
@@ -26,7 +27,18 @@ TREE = {
     "activities/contract.py": "",
     "activities/progress.py": "",
     "activities/budget.py": "from temporalio import activity\n",
-    "worker/app.py": "",
+    # The worker reading the workflow side's internals: the four ignored imports pass, any
+    # other is a leak.
+    "workflows/_task_queues.py": "",
+    "workflows/_liveness.py": "",
+    "workflows/_call.py": "",
+    "workflows/_tools.py": "",
+    "worker/_queue_owner.py": "from fs_search.workflows import _task_queues\n",
+    "worker/_service_handler.py": "from fs_search.workflows import _liveness\n",
+    "worker/testing.py": "from fs_search.workflows import _liveness\n",
+    "worker/cli": "",
+    "worker/cli/_embedded.py": "from fs_search.workflows import _call\n",
+    "worker/_app.py": "from fs_search.workflows import _tools\n",
 }
 
 
@@ -52,6 +64,44 @@ def test_each_contract_can_fail(tmp_path):
     assert p.returncode == 1, p.stdout + p.stderr
     assert "fs_search.activities.leak -> fs_search.worker" in p.stdout
     assert "fs_search.activities.search -> fs_search.activities.rg._command" in p.stdout
+    assert "fs_search.worker._app -> fs_search.workflows._tools" in p.stdout
+    assert "fs_search.worker._service_handler ->" not in p.stdout
     assert "fs_search.activities.storage.spill -> fs_search.activities.rg" in p.stdout
     assert "fs_search.activities.budget -> temporalio" in p.stdout
     assert "0 kept, 4 broken" in p.stdout, p.stdout
+
+
+# What users import: the fronts, one module per agent framework, the test helpers and the
+# console script's module. Everything else in workflows/ and worker/ is private by name, so
+# the private_modules contract above holds it behind the fronts.
+PUBLIC_MODULES = {
+    "fs_search.workflows",
+    "fs_search.workflows.agent_harness",
+    "fs_search.workflows.google_adk",
+    "fs_search.workflows.google_genai",
+    "fs_search.workflows.langchain",
+    "fs_search.workflows.openai_agents",
+    "fs_search.workflows.pydantic_ai",
+    "fs_search.workflows.strands",
+    "fs_search.worker",
+    "fs_search.worker.cli",
+    "fs_search.worker.testing",
+}
+
+
+def _modules(directory: str) -> set[str]:
+    names = set()
+    for path in (ROOT / directory).rglob("*.py"):
+        parts = list(path.relative_to(ROOT / directory).with_suffix("").parts)
+        if parts[-1] in ("__init__", "__main__"):
+            parts.pop()
+        names.add(".".join(["fs_search", directory, *parts]))
+    return names
+
+
+def test_only_the_public_modules_have_public_names():
+    """Every module of workflows/ and worker/ but the public ones is ``_x.py`` (or inside a
+    private one), and every public one exists."""
+    modules = _modules("workflows") | _modules("worker")
+    public = {m for m in modules if not any(p.startswith("_") for p in m.split("."))}
+    assert public == PUBLIC_MODULES

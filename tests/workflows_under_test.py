@@ -13,7 +13,8 @@ from temporalio.common import RetryPolicy
 with workflow.unsafe.imports_passed_through():
     from fs_search.activities.catalogue import tools_and_prompts
     from fs_search.activities.contract import ToolResult, ToolsResult
-    from fs_search.workflows.tools import NON_RETRYABLE_ERROR_TYPES, FsSearchTools
+    from fs_search.workflows import FsSearchTools
+    from fs_search.workflows._tools import NON_RETRYABLE_ERROR_TYPES
 
 
 def _every_tool() -> ToolsResult:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
         StorageSettings,
     )
     from fs_search.activities.identity import workspace_identity
-    from fs_search.worker.app import (
+    from fs_search.worker._app import (
         Services,
         build_activities,
         build_services,
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
         maintenance,
         new_worker,
     )
-    from fs_search.worker.service_handler import (
+    from fs_search.worker._service_handler import (
         FsSearchServiceHandler,
         create_endpoint,
         serving_service,
@@ -62,15 +62,15 @@ _LAZY = {
     "SearchActivities": "fs_search.activities",
     "SearchError": "fs_search.activities",
     "StorageSettings": "fs_search.activities",
-    "Services": "fs_search.worker.app",
-    "build_activities": "fs_search.worker.app",
-    "build_services": "fs_search.worker.app",
-    "default_workspace_id": "fs_search.worker.app",
-    "maintenance": "fs_search.worker.app",
-    "new_worker": "fs_search.worker.app",
-    "FsSearchServiceHandler": "fs_search.worker.service_handler",
-    "create_endpoint": "fs_search.worker.service_handler",
-    "serving_service": "fs_search.worker.service_handler",
+    "Services": "fs_search.worker._app",
+    "build_activities": "fs_search.worker._app",
+    "build_services": "fs_search.worker._app",
+    "default_workspace_id": "fs_search.worker._app",
+    "maintenance": "fs_search.worker._app",
+    "new_worker": "fs_search.worker._app",
+    "FsSearchServiceHandler": "fs_search.worker._service_handler",
+    "create_endpoint": "fs_search.worker._service_handler",
+    "serving_service": "fs_search.worker._service_handler",
     "canned_activities": "fs_search.worker.testing",
     "search_worker": "fs_search.worker.testing",
     "service_env": "fs_search.worker.testing",

@@ -59,17 +59,16 @@ from fs_search.activities.contract import (
 )
 from fs_search.activities.errors import SearchError
 from fs_search.activities.storage import local_storage
-from fs_search.worker.app import build_activities, maintenance, new_worker
-from fs_search.worker.binaries import require_binary
-from fs_search.worker.devstack import DevServer
-from fs_search.worker.service_handler import (
+from fs_search.worker._app import build_activities, maintenance, new_worker
+from fs_search.worker._binaries import require_binary
+from fs_search.worker._devstack import DevServer
+from fs_search.worker._service_handler import (
     CALLBACKS_DYNAMIC_CONFIG,
     create_endpoint,
     serving_service,
 )
-from fs_search.workflows.liveness import pollers_here, polling_here
-from fs_search.workflows.plugin import FsSearchPlugin
-from fs_search.workflows.service import DEFAULT_ENDPOINT
+from fs_search.workflows import DEFAULT_ENDPOINT, FsSearchPlugin
+from fs_search.workflows._liveness import pollers_here, polling_here
 
 Canned = Any  # a result model, a callable(request) -> result, or an exception to raise
 

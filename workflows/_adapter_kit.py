@@ -29,7 +29,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from fs_search.activities.config import DISTRIBUTION
     from fs_search.activities.contract import ToolResult, ToolSpec, ToolsResult
-    from fs_search.workflows.tools import FsSearchTools
+    from fs_search.workflows._tools import FsSearchTools
 
 log = logging.getLogger(__name__)
 

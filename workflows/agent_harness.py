@@ -53,7 +53,7 @@ with workflow.unsafe.imports_passed_through():
     from fs_search.activities.contract import TOOL_ARGUMENTS, ToolSpec, ToolsResult
     from fs_search.workflows import _adapter_kit as kit
     from fs_search.workflows._adapter_kit import call_text, offered_specs
-    from fs_search.workflows.tools import FsSearchTools
+    from fs_search.workflows._tools import FsSearchTools
 
 HarnessTool = Callable[..., Awaitable[str]]
 

@@ -64,7 +64,7 @@ with workflow.unsafe.imports_passed_through():
         nested_too_deeply,
         parse_arguments,
     )
-    from fs_search.workflows.tools import FsSearchTools
+    from fs_search.workflows._tools import FsSearchTools
 
 
 def function_tools(tools: FsSearchTools, catalogue: ToolsResult) -> list[FunctionTool]:

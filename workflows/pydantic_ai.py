@@ -46,7 +46,7 @@ with workflow.unsafe.imports_passed_through():
     from fs_search.workflows import _adapter_kit as kit
     from fs_search.workflows._adapter_kit import call_text, offered_specs
     from fs_search.workflows._arguments import object_arguments, parse_arguments
-    from fs_search.workflows.tools import FsSearchTools
+    from fs_search.workflows._tools import FsSearchTools
 
 # pydantic-ai's Temporal integration reads this key of a tool's metadata: False runs the
 # (async) tool in workflow code rather than in an activity of the agent's.

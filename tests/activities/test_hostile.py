@@ -51,7 +51,7 @@ from fs_search.activities.rg._executor import Executor
 from fs_search.activities.rg._sandbox import LAUNCHER, sandbox_for
 from fs_search.activities.search import SearchActivities
 from fs_search.activities.storage import FileSpillStore, Storage
-from fs_search.worker.app import build_activities
+from fs_search.worker import build_activities
 from tests import hostile_strategies as hs
 from tests.helpers import Dir, Link, write_tree
 from tests.workflows_under_test import Calls, CallsWorkflow, Options

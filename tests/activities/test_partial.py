@@ -35,7 +35,7 @@ from temporalio.testing import ActivityEnvironment
 from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.contract import GlobRequest, GrepRequest
 from fs_search.activities.storage import local_storage
-from fs_search.worker.app import build_activities
+from fs_search.worker import build_activities
 
 async def main(ws, spill, requests):
     config = FsSearchConfig.load(getenv=lambda _: None, overrides={"sample_over_cap_glob_results": False})

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from fs_search.activities.config import FsSearchConfig
+from fs_search.worker._fleet import DEFAULT_PER_WORKSPACE, WORKSPACE_ID, scan_root
+from fs_search.worker._queue_owner import DESCRIBES, HOST_ID_ENV
 from fs_search.worker.cli import build_parser
-from fs_search.worker.fleet import DEFAULT_PER_WORKSPACE, WORKSPACE_ID, scan_root
-from fs_search.worker.queue_owner import DESCRIBES, HOST_ID_ENV
 from tests.infra.test_infra import (
     CLUSTER_SCOPED,
     DAEMONSET,

@@ -29,8 +29,8 @@ from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.contract import task_queue_for
 from fs_search.activities.storage import SpillKey, open_storage
 from fs_search.activities.storage._s3 import S3SpillStore
+from fs_search.worker._queue_owner import HOST_ID_ENV
 from fs_search.worker.cli import build_parser
-from fs_search.worker.queue_owner import HOST_ID_ENV
 
 INFRA = Path(__file__).resolve().parents[2] / "infra"
 K8S = INFRA / "k8s"

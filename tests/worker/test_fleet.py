@@ -22,9 +22,9 @@ from temporalio.worker import Worker
 from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.contract import ErrorCode, task_queue_for
 from fs_search.activities.storage import local_storage
-from fs_search.worker.app import build_services
-from fs_search.worker.fleet import Fleet, scan_root
-from fs_search.worker.queue_owner import QueueOwners
+from fs_search.worker import build_services
+from fs_search.worker._fleet import Fleet, scan_root
+from fs_search.worker._queue_owner import QueueOwners
 from tests.helpers import sparse_file, write_tree
 from tests.procs import WorkerProcess, alive, rg_processes
 from tests.workflows_under_test import CatalogueWorkflow, MixedCalls, MixedCallsWorkflow, Options
@@ -432,7 +432,7 @@ def test_a_fleet_raises_its_open_files_limit_for_the_held_roots() -> None:
     (to the hard limit, or the wanted count if lower); one already high enough is left alone."""
     probe = (
         "import resource\n"
-        "from fs_search.worker.fleet import raise_open_files_limit\n"
+        "from fs_search.worker._fleet import raise_open_files_limit\n"
         "hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]\n"
         "resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))\n"
         "print(raise_open_files_limit(4096), resource.getrlimit(resource.RLIMIT_NOFILE)[0], hard)\n"

@@ -22,8 +22,8 @@ from fs_search.activities.beneath import Tree
 from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.storage import local_storage
 from fs_search.activities.workspace import Changed, Workspace
-from fs_search.worker.app import build_services
-from fs_search.worker.fleet import Fleet, scan_root
+from fs_search.worker import build_services
+from fs_search.worker._fleet import Fleet, scan_root
 from tests.helpers import sparse_file, write_tree
 from tests.procs import WorkerProcess
 from tests.workflows_under_test import Calls, CallsWorkflow, ConcurrentCallsWorkflow, Options
@@ -121,7 +121,7 @@ async def test_an_entry_exchanged_with_a_link_outside_never_serves_the_outside(d
     assert len(served) >= 20, f"only {len(served)} of {len(answers)} answers were served"
 
 
-FORGED = "FORGED fs_search.worker.fleet: attached workspace admin"
+FORGED = "FORGED fs_search.worker._fleet: attached workspace admin"
 
 
 async def test_names_that_would_forge_log_lines_reach_the_log_escaped(dev_env, tmp_path):

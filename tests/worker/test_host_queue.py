@@ -26,8 +26,8 @@ from fs_search.activities.contract import (
     ToolsRequest,
 )
 from fs_search.activities.storage import local_storage
-from fs_search.worker.app import build_services
-from fs_search.worker.fleet import Fleet
+from fs_search.worker import build_services
+from fs_search.worker._fleet import Fleet
 from tests.helpers import write_tree
 from tests.workflows_under_test import (
     Calls,

@@ -11,7 +11,7 @@ import pytest_asyncio
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from fs_search.workflows.plugin import FsSearchPlugin
+from fs_search.workflows import FsSearchPlugin
 from tests.helpers import big_tree
 from tests.procs import WorkerProcess
 from tests.worker.cli.test_main import cli
@@ -92,7 +92,7 @@ def test_embedded_cli_local_directory_storage(big, tmp_path):
 @pytest.mark.parametrize("spill", [True, False])
 async def test_in_process_worker_large_grep(dev_env, make_activities, big, spill):
     """In-process (file:// store): 100k matches inline-paged with spill, whole without."""
-    from fs_search.worker.app import new_worker
+    from fs_search.worker import new_worker
 
     acts = await make_activities(big)
     wsid, queue = f"big-{uuid.uuid4()}", f"wf-{uuid.uuid4()}"

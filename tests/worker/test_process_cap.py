@@ -11,8 +11,8 @@ from temporalio.worker import Worker
 
 from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.storage import local_storage
-from fs_search.worker.app import build_services
-from fs_search.worker.fleet import Fleet
+from fs_search.worker import build_services
+from fs_search.worker._fleet import Fleet
 from tests.workflows_under_test import MixedCalls, MixedCallsWorkflow
 
 WORKSPACES = 10

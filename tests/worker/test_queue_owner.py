@@ -1,4 +1,4 @@
-"""A workspace queue has one host (worker/queue_owner.py): the rules, then real workers on the
+"""A workspace queue has one host (worker/_queue_owner.py): the rules, then real workers on the
 dev server — `fs-search worker` processes, and fleets of two "hosts" (host ids) in this process.
 """
 
@@ -25,7 +25,7 @@ from temporalio.worker import Worker
 
 from fs_search.activities.config import ConfigError
 from fs_search.activities.contract import task_queue_for
-from fs_search.worker.queue_owner import (
+from fs_search.worker._queue_owner import (
     LIVE_S,
     QueueOwners,
     RateLimit,
@@ -35,7 +35,7 @@ from fs_search.worker.queue_owner import (
     identity_for,
     list_pollers,
 )
-from fs_search.workflows.plugin import FsSearchPlugin
+from fs_search.workflows import FsSearchPlugin
 from tests.helpers import write_tree
 from tests.procs import WorkerProcess
 from tests.worker.cli.test_main import cli
@@ -287,7 +287,7 @@ async def test_a_second_host_is_refused_while_the_first_polls(dev_env, host_b, t
     (wid,) = _ids("own", 1)
     root_a, root_b = _two_hosts(tmp_path, wid)
     queue = task_queue_for(wid)
-    caplog.set_level(logging.INFO, logger="fs_search.worker.fleet")
+    caplog.set_level(logging.INFO, logger="fs_search.worker._fleet")
     async with _fleet(dev_env, root_a, tmp_path / "spill-a", host_id="host-a") as (a, wf_queue):
         await _until(lambda: wid in a.attached, 30)
         await _until_polled(dev_env.client, queue, a.identity)

@@ -11,7 +11,7 @@ from pathlib import Path
 from temporalio.worker import Worker
 
 from fs_search.activities.contract import ErrorCode, task_queue_for
-from fs_search.workflows.task_queues import list_pollers, poll_ages
+from fs_search.workflows._task_queues import list_pollers, poll_ages
 from tests.procs import WorkerProcess
 from tests.workflows_under_test import Calls, CallsWorkflow, ConcurrentCallsWorkflow, Options
 

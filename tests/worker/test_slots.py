@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from fs_search.worker.slots import FairSlots, QueuePermit
+from fs_search.worker._slots import FairSlots, QueuePermit
 
 
 @dataclass

@@ -29,8 +29,8 @@ from examples.agent import (
 from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.storage import local_storage
 from fs_search.activities.telemetry import SearchTelemetry, pattern_digest
-from fs_search.worker.app import build_activities, new_worker
-from fs_search.workflows.plugin import FsSearchPlugin
+from fs_search.worker import build_activities, new_worker
+from fs_search.workflows import FsSearchPlugin
 from tests.helpers import sparse_file, write_tree
 from tests.worker.cli.test_main import cli
 from tests.workflows_under_test import Calls, CallsWorkflow, Options

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from temporalio.worker import Worker
 
-from fs_search.worker.devstack import DevServer
+from fs_search.worker._devstack import DevServer
 from tests.helpers import write_tree
 from tests.procs import FS_SEARCH, WorkerProcess
 from tests.worker.cli.test_main import cli

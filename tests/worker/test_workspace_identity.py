@@ -22,10 +22,9 @@ from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.contract import ErrorCode
 from fs_search.activities.storage import Storage, local_storage
 from fs_search.activities.storage._s3 import S3SpillStore
-from fs_search.worker import workspace_identity
-from fs_search.worker.app import build_services, new_worker
-from fs_search.worker.fleet import Fleet
-from fs_search.worker.queue_owner import default_host_id
+from fs_search.worker import build_services, new_worker, workspace_identity
+from fs_search.worker._fleet import Fleet
+from fs_search.worker._queue_owner import default_host_id
 from tests.helpers import sparse_file, write_tree
 from tests.procs import wait_for_rg
 from tests.workflows_under_test import (

@@ -12,7 +12,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 from fs_search.activities.contract import ToolResult
-from fs_search.workflows.tools import FsSearchTools
+from fs_search.workflows import FsSearchTools
 
 # Set on every fs_search module of the host by the tests: a module without it was imported
 # afresh inside the sandbox.

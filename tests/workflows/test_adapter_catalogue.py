@@ -25,7 +25,7 @@ from temporalio.openai_agents.testing import AgentEnvironment, ResponseBuilders,
 from temporalio.worker import Worker
 
 from fs_search.activities.contract import ErrorCode, ToolError, ToolsResult
-from fs_search.worker.app import new_worker
+from fs_search.worker import new_worker
 from fs_search.workflows import FsSearchPlugin, FsSearchTools, openai_agents, pydantic_ai
 from tests.helpers import write_tree
 from tests.workflows import openai_agents_workflows as oa

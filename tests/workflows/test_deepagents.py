@@ -22,7 +22,7 @@ from temporalio.deepagents import DeepAgentsPlugin
 from temporalio.deepagents.testing import FakeModel
 from temporalio.worker import Worker
 
-from fs_search.worker.app import new_worker
+from fs_search.worker import new_worker
 from fs_search.workflows import task_queue_for
 from tests.helpers import sparse_file, write_tree
 from tests.workflows.agent_frameworks import (

@@ -43,7 +43,7 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.google_adk import GoogleAdkPlugin
 from temporalio.worker import Replayer, Worker
 
-from fs_search.worker.app import new_worker
+from fs_search.worker import new_worker
 from fs_search.worker.testing import search_worker, time_skipping_env
 from fs_search.workflows import FsSearchTools, task_queue_for
 from fs_search.workflows.google_adk import FsSearchTool, function_tools, instructions

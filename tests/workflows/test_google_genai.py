@@ -24,7 +24,7 @@ from temporalio.google_genai.testing import (
 )
 from temporalio.worker import Worker
 
-from fs_search.worker.app import new_worker
+from fs_search.worker import new_worker
 from fs_search.worker.testing import search_worker, time_skipping_env
 from fs_search.workflows import FsSearchTools, task_queue_for
 from fs_search.workflows.google_genai import function_tools, instructions

@@ -28,7 +28,7 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.langgraph import LangGraphPlugin
 from temporalio.worker import Replayer, Worker
 
-from fs_search.worker.app import new_worker
+from fs_search.worker import new_worker
 from fs_search.worker.testing import search_worker, time_skipping_env
 from fs_search.workflows import FsSearchTools, task_queue_for
 from fs_search.workflows.langchain import (

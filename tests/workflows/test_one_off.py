@@ -19,10 +19,10 @@ from temporalio.client import ActivityExecutionStatus
 from temporalio.worker import Worker
 
 from fs_search.activities.contract import ErrorCode, GrepResult, ToolsResult
-from fs_search.worker.app import new_worker
+from fs_search.worker import new_worker
 from fs_search.worker.testing import search_worker
 from fs_search.workflows import FsSearchClient
-from fs_search.workflows import one_off as one_off_module
+from fs_search.workflows import _one_off as one_off_module
 from tests.helpers import sparse_file, write_tree
 from tests.procs import alive, group, wait_for_rg
 from tests.workflows.test_service import CALLS, CODES, TREE, _codes

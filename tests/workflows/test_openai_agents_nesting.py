@@ -27,7 +27,7 @@ from temporalio.openai_agents.testing import (
 )
 from temporalio.worker import Worker
 
-from fs_search.worker.app import new_worker
+from fs_search.worker import new_worker
 from fs_search.workflows import FsSearchPlugin
 from fs_search.workflows._arguments import nested_too_deeply
 from fs_search.workflows.openai_agents import guarded

@@ -26,7 +26,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from fs_search.activities.config import ConfigError
 from fs_search.activities.contract import ErrorCode, GrepResult
 from fs_search.activities.storage import LocalDirectoryDriver
-from fs_search.workflows.plugin import FsSearchPlugin
+from fs_search.workflows import FsSearchPlugin
 from tests.workflows import sandbox_workflows
 from tests.workflows.sandbox_workflows import HOST_PROBE, Probe, TopLevelImportWorkflow
 
@@ -88,14 +88,14 @@ def test_non_pydantic_converter_is_replaced_with_a_warning(caplog):
     existing = dataclasses.replace(
         DataConverter.default, payload_converter_class=MyConverter, payload_codec=Rot13Codec()
     )
-    with caplog.at_level(logging.WARNING, logger="fs_search.workflows.plugin"):
+    with caplog.at_level(logging.WARNING, logger="fs_search.workflows._plugin"):
         converter = _configured(FsSearchPlugin(getenv=lambda _: None), existing)
     assert converter.payload_converter_class is PydanticPayloadConverter
     assert isinstance(converter.payload_codec, Rot13Codec)
     [record] = caplog.records
     assert "MyConverter" in record.getMessage() and "PydanticPayloadConverter" in record.message
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="fs_search.workflows.plugin"):
+    with caplog.at_level(logging.WARNING, logger="fs_search.workflows._plugin"):
         _configured(FsSearchPlugin(getenv=lambda _: None))  # the SDK default: replaced quietly
     assert caplog.records == []
 
@@ -214,7 +214,7 @@ async def test_a_non_pydantic_converter_is_replaced_on_a_real_client(ts_env, cap
     class PlainJson(DefaultPayloadConverter):
         pass
 
-    with caplog.at_level(logging.WARNING, logger="fs_search.workflows.plugin"):
+    with caplog.at_level(logging.WARNING, logger="fs_search.workflows._plugin"):
         client = Client(
             ts_env.client.service_client,
             namespace=ts_env.client.namespace,

@@ -23,8 +23,8 @@ def test_every_public_name_resolves(package):
 def test_a_user_imports_the_plugin_and_tools_from_the_front():
     """`from fs_search.workflows import FsSearchPlugin, FsSearchTools` is the real thing."""
     from fs_search.workflows import FsSearchPlugin, FsSearchTools, ToolResult, task_queue_for
-    from fs_search.workflows.plugin import FsSearchPlugin as FromModule
-    from fs_search.workflows.tools import FsSearchTools as ToolsFromModule
+    from fs_search.workflows._plugin import FsSearchPlugin as FromModule
+    from fs_search.workflows._tools import FsSearchTools as ToolsFromModule
 
     assert FsSearchPlugin is FromModule and FsSearchTools is ToolsFromModule
     assert ToolResult.failure.__name__ == "failure"
@@ -42,7 +42,7 @@ def test_workflow_front_loads_no_worker_side_code():
     """Importing fs_search.workflows (as workflow code does) loads neither the plugin nor the
     activities' machinery, so Temporal's sandbox re-imports stay cheap and deterministic."""
     heavy = [
-        "fs_search.workflows.plugin",
+        "fs_search.workflows._plugin",
         "fs_search.activities.storage",
         "fs_search.activities.search",
         "fs_search.activities.rg._executor",
@@ -63,9 +63,9 @@ def test_the_operator_imports_the_workers_parts_from_its_front():
     from fs_search.worker import FsSearchConfig as Config
     from fs_search.worker import Services, build_services, new_worker
     from fs_search.worker import StorageSettings as Settings
-    from fs_search.worker.app import Services as FromApp
-    from fs_search.worker.app import build_services as build
-    from fs_search.worker.app import new_worker as new
+    from fs_search.worker._app import Services as FromApp
+    from fs_search.worker._app import build_services as build
+    from fs_search.worker._app import new_worker as new
 
     assert (Config, Settings, Services) == (FsSearchConfig, StorageSettings, FromApp)
     assert (build_services, new_worker) == (build, new)

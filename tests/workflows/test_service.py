@@ -23,9 +23,9 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.worker import Worker
 
 from fs_search.activities.contract import ErrorCode, GrepResult, ReadSpillResult, ToolResult
-from fs_search.worker.service_handler import create_endpoint, serving_service
+from fs_search.worker import create_endpoint, serving_service
 from fs_search.worker.testing import search_worker
-from fs_search.workflows.plugin import FsSearchPlugin
+from fs_search.workflows import FsSearchPlugin
 from tests.helpers import sparse_file, write_tree
 from tests.procs import WorkerProcess, alive, wait_until
 from tests.workflows_under_test import (

@@ -27,13 +27,9 @@ from fs_search.activities.budget import (
     BackingOptions,
 )
 from fs_search.activities.contract import ErrorCode, GrepRequest
-from fs_search.workflows.service import (
-    FsSearchService,
-    GrepCall,
-    Where,
-)
-from fs_search.workflows.tools import (
-    FsSearchTools,
+from fs_search.workflows import FsSearchService, FsSearchTools, GrepCall
+from fs_search.workflows._service import Where
+from fs_search.workflows._tools import (
     _nexus_cancellation,
     _not_picked_up,
     failure_cause,

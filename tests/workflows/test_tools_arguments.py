@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from fs_search.activities.contract import MAX_PATH_BYTES, ErrorCode
-from fs_search.workflows.summaries import summary_of
-from fs_search.workflows.tools import FsSearchTools
+from fs_search.activities.summaries import summary_of
+from fs_search.workflows import FsSearchTools
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,8 @@ from fs_search.activities.contract import (
     task_queue_for,
 )
 from fs_search.activities.errors import SearchError
-from fs_search.workflows.tools import NON_RETRYABLE_ERROR_TYPES, FsSearchTools
+from fs_search.workflows import FsSearchTools
+from fs_search.workflows._tools import NON_RETRYABLE_ERROR_TYPES
 from tests.workflows.sandbox_workflows import OwnPolicyCall, OwnRetryPolicyWorkflow
 
 

@@ -66,7 +66,7 @@ async def test_a_worker_of_this_process_counts_as_serving(ts_env):
     has stopped no longer is (the answer the test server cannot give)."""
     from temporalio.service import RPCError, RPCStatusCode
 
-    from fs_search.workflows.liveness import _answered_here
+    from fs_search.workflows._liveness import _answered_here
 
     wsid, _ = _ids()
     key = (ts_env.client.service_client.config.target_host, ts_env.client.namespace)

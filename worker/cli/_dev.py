@@ -16,21 +16,20 @@ import aioboto3
 from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.contract import host_queue_for, task_queue_for
 from fs_search.activities.storage import client_kwargs
-from fs_search.worker.app import build_services, default_workspace_id, run_until_signalled
-from fs_search.worker.cli._env_file import EnvFileError, write_env_file
-from fs_search.worker.connect import TemporalUnreachable, connect
-from fs_search.worker.devstack import DevServer, SeaweedS3
-from fs_search.worker.fleet import serve_root
-from fs_search.worker.otel_setup import telemetry_from_env
-from fs_search.worker.processes import port_is_free, usual_port
-from fs_search.worker.queue_owner import host_id_from_env
-from fs_search.worker.service_handler import (
+from fs_search.worker._app import build_services, default_workspace_id, run_until_signalled
+from fs_search.worker._connect import TemporalUnreachable, connect
+from fs_search.worker._devstack import DevServer, SeaweedS3
+from fs_search.worker._fleet import serve_root
+from fs_search.worker._otel_setup import telemetry_from_env
+from fs_search.worker._processes import port_is_free, usual_port
+from fs_search.worker._queue_owner import host_id_from_env
+from fs_search.worker._service_handler import (
     CALLBACKS_DYNAMIC_CONFIG,
     create_endpoint,
     serving_service,
 )
-from fs_search.workflows.plugin import FsSearchPlugin
-from fs_search.workflows.service import DEFAULT_ENDPOINT
+from fs_search.worker.cli._env_file import EnvFileError, write_env_file
+from fs_search.workflows import DEFAULT_ENDPOINT, FsSearchPlugin
 
 log = logging.getLogger(__name__)
 

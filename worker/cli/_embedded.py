@@ -22,13 +22,13 @@ from fs_search.activities.budget import execution_timeout
 from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.contract import ErrorCode, ToolResult
 from fs_search.activities.storage import Storage, storage_for
-from fs_search.worker.app import build_activities, default_workspace_id, maintenance, new_worker
-from fs_search.worker.connect import DEFAULT_CONNECT_TIMEOUT, TemporalUnreachable, connect
-from fs_search.worker.devstack import DevServer
-from fs_search.worker.otel_setup import telemetry_from_env
-from fs_search.workflows.call import CALL_WORKFLOW, CallInput, FsSearchCallWorkflow
-from fs_search.workflows.plugin import FsSearchPlugin
-from fs_search.workflows.summaries import summary
+from fs_search.activities.summaries import summary
+from fs_search.worker._app import build_activities, default_workspace_id, maintenance, new_worker
+from fs_search.worker._connect import DEFAULT_CONNECT_TIMEOUT, TemporalUnreachable, connect
+from fs_search.worker._devstack import DevServer
+from fs_search.worker._otel_setup import telemetry_from_env
+from fs_search.workflows import FsSearchPlugin
+from fs_search.workflows._call import CALL_WORKFLOW, CallInput, FsSearchCallWorkflow
 
 # How long Ctrl-C waits for the call's workflow to close (rg stopped) before leaving.
 CANCEL_WAIT = timedelta(seconds=5)
@@ -120,7 +120,7 @@ async def _one_off(client: Client, call: CallInput) -> ToolResult:
     its one-call workflow). Ctrl-C cancels it and waits until rg is gone."""
     from temporalio.service import RPCError, RPCStatusCode
 
-    from fs_search.workflows.one_off import FsSearchClient
+    from fs_search.workflows import FsSearchClient
 
     searches = FsSearchClient(
         client,

@@ -28,12 +28,12 @@ from fs_search.activities.contract import (
     ReadSpillRequest,
     ToolResult,
 )
+from fs_search.worker._connect import TemporalSettingsError, TemporalUnreachable
+from fs_search.worker._otel_setup import TelemetryConfigError
+from fs_search.worker._processes import PortTaken
+from fs_search.worker._queue_owner import QueueTaken
 from fs_search.worker.cli._env_file import EnvFileError, load_env_file
 from fs_search.worker.cli._parser import attach_regexp, build_parser
-from fs_search.worker.connect import TemporalSettingsError, TemporalUnreachable
-from fs_search.worker.otel_setup import TelemetryConfigError
-from fs_search.worker.processes import PortTaken
-from fs_search.worker.queue_owner import QueueTaken
 
 EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130
@@ -162,13 +162,13 @@ def _leave_interrupted() -> None:
 
 
 async def _worker(args: argparse.Namespace) -> int:
-    from fs_search.worker.app import build_services, default_workspace_id, run_until_signalled
-    from fs_search.worker.connect import connect
-    from fs_search.worker.fleet import serve_root
-    from fs_search.worker.otel_setup import telemetry_from_env
-    from fs_search.worker.queue_owner import HOST_ID_ENV, host_id_from_env
-    from fs_search.worker.service_handler import serving_service
-    from fs_search.workflows.plugin import FsSearchPlugin
+    from fs_search.worker._app import build_services, default_workspace_id, run_until_signalled
+    from fs_search.worker._connect import connect
+    from fs_search.worker._fleet import serve_root
+    from fs_search.worker._otel_setup import telemetry_from_env
+    from fs_search.worker._queue_owner import HOST_ID_ENV, host_id_from_env
+    from fs_search.worker._service_handler import serving_service
+    from fs_search.workflows import FsSearchPlugin
 
     overrides: dict[str, object] = {"sample_over_cap_glob_results": args.sample}
     if args.queues:
@@ -243,8 +243,8 @@ def _worker_args_problem(args: argparse.Namespace) -> str | None:
 
 
 async def _call(args: argparse.Namespace) -> int:
+    from fs_search.worker._connect import connection_settings
     from fs_search.worker.cli._embedded import CallOptions, run_call
-    from fs_search.worker.connect import connection_settings
 
     arguments: dict[str, object] = {"pattern": args.pattern}
     if args.path is not None:

@@ -7,7 +7,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from fs_search.activities.config import DISTRIBUTION
 from fs_search.activities.contract import MAX_READ_SPILL_LINES, ReadSpillRequest
-from fs_search.worker.connect import DEFAULT_CONNECT_TIMEOUT
+from fs_search.worker._connect import DEFAULT_CONNECT_TIMEOUT
 
 
 def version_line() -> str:

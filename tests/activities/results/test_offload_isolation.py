@@ -12,7 +12,7 @@ import pytest
 
 from fs_search.activities.results import _digest as digest
 from fs_search.activities.results._offload import Offload
-from fs_search.worker.binaries import find_binary
+from fs_search.worker._binaries import find_binary
 from tests.activities.results.test_offload import KW, rg_json
 from tests.helpers import write_tree
 

@@ -20,8 +20,8 @@ from fs_search.activities.identity import workspace_identity
 from fs_search.activities.storage import SpillKey, directory_owner
 from fs_search.activities.storage._s3 import S3SpillStore
 from fs_search.activities.storage._s3_client import client_kwargs
-from fs_search.worker.app import maintenance
-from fs_search.worker.processes import free_port
+from fs_search.worker import maintenance
+from fs_search.worker._processes import free_port
 from tests.conftest import start_s3
 from tests.helpers import write_tree
 
@@ -295,7 +295,7 @@ async def test_denied_put_degrades_to_spill_error(tmp_path, many, make_activitie
     import aioboto3
 
     from fs_search.activities.storage._s3_client import client_kwargs
-    from fs_search.worker.devstack import SeaweedS3
+    from fs_search.worker._devstack import SeaweedS3
 
     config = tmp_path / "s3.json"
     config.write_text(

@@ -16,7 +16,7 @@ from fs_search.activities.errors import SearchError
 from fs_search.activities.identity import workspace_identity
 from fs_search.activities.storage import FileSpillStore, SpillKey, directory_owner
 from fs_search.activities.storage._s3 import S3SpillStore
-from fs_search.worker.processes import free_port
+from fs_search.worker._processes import free_port
 from tests.conftest import AWS_ENV
 from tests.helpers import Dir, write_tree
 

@@ -14,7 +14,7 @@ from fs_search.activities.storage._saving import UNLABELLED, spill_workspace
 from fs_search.activities.telemetry import SearchTelemetry
 from tests.helpers import write_tree
 
-# How a workspaces root names its workspaces (worker/fleet.py).
+# How a workspaces root names its workspaces (worker/_fleet.py).
 VALID_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 

@@ -20,7 +20,7 @@ from fs_search.activities.storage import (
     storage_for,
 )
 from fs_search.activities.storage._s3 import S3PayloadDriver, S3SpillStore
-from fs_search.worker.app import build_activities
+from fs_search.worker import build_activities
 from tests.helpers import write_tree
 
 

@@ -104,7 +104,7 @@ async def _grep_through_the_endpoint(address: str, workspace_id: str) -> str:
     from temporalio.client import Client
     from temporalio.worker import Worker
 
-    from fs_search.workflows.plugin import FsSearchPlugin
+    from fs_search.workflows import FsSearchPlugin
     from tests.workflows_under_test import Calls, CallsWorkflow, Options
 
     client = await Client.connect(
@@ -126,7 +126,7 @@ async def _grep_through_the_endpoint(address: str, workspace_id: str) -> str:
 
 def test_usual_port_when_free_else_a_free_one_said_so():
     """A port asked for must be free; the usual one is used when free, else a free one."""
-    from fs_search.worker.processes import PortTaken, free_port, usual_port
+    from fs_search.worker._processes import PortTaken, free_port, usual_port
 
     usual = free_port()
     assert usual_port(None, usual, option="--port") == (usual, None)

@@ -230,7 +230,7 @@ async def test_address_mode_against_a_running_worker(dev_env, ws, tmp_path):
 async def test_address_mode_falls_back_to_the_one_call_workflow_and_says_so(ws, tmp_path):
     """A server without standalone activities: the call runs through fs_search.Call, same
     output, and stderr says so in one line."""
-    from fs_search.worker.devstack import DevServer
+    from fs_search.worker._devstack import DevServer
 
     server = await DevServer(dynamic_config=["activity.enableStandalone=false"]).start()
     try:
@@ -340,7 +340,7 @@ def test_unreadable_tls_settings_exit_2():
 
 def test_embedded_mode_names_its_workspace_id_on_stderr(ws, tmp_path):
     """An embedded call says on stderr which directory it searches and its default id."""
-    from fs_search.worker.app import default_workspace_id
+    from fs_search.worker import default_workspace_id
 
     p = cli(
         "glob", "*.md", "--workspace", str(ws), env={"FS_SEARCH_SPILL_URL": f"file://{tmp_path}/s"}

@@ -2,7 +2,7 @@
 
 Each direct subdirectory whose name is a valid workspace id gets its own ``Worker`` on
 ``fs-search/<id>``; all of them share one rg executor, one set of digest helpers, one
-storage and one :class:`~fs_search.worker.slots.FairSlots` activity slot supplier. A scan
+storage and one :class:`~fs_search.worker._slots.FairSlots` activity slot supplier. A scan
 every ``scan_interval`` seconds attaches new directories and detaches vanished ones, and
 re-attaches one whose name now leads to another directory. The root is held open: the scan
 resolves each entry beneath it and records which directory it is, attaching opens the entry
@@ -10,7 +10,7 @@ beneath it again and refuses anything else (a name exchanged meanwhile), and eve
 only while the entry still leads to that vetted directory.
 
 A queue has one host: before attaching, the fleet asks Temporal who polls the queue
-(:mod:`fs_search.worker.queue_owner`, rate-limited process-wide) and refuses a queue a live
+(:mod:`fs_search.worker._queue_owner`, rate-limited process-wide) and refuses a queue a live
 worker of another host polls, unless ``allow_shared_queue``; a refused workspace is checked
 again on a later scan (after the other host's poller could have gone, backing off up to
 ``RETRY_MAX_S``), so it attaches once the other host stops.
@@ -49,14 +49,14 @@ from fs_search.activities.search import NICE_STEP, SearchActivities
 from fs_search.activities.shown import escaped
 from fs_search.activities.telemetry import INSTRUMENTATION
 from fs_search.activities.workspace import Changed, Workspace
-from fs_search.worker.app import (
+from fs_search.worker._app import (
     Services,
     maintenance,
     stop_on_signals,
     temporal_worker,
 )
-from fs_search.worker.host_queue import HostRouter
-from fs_search.worker.queue_owner import (
+from fs_search.worker._host_queue import HostRouter
+from fs_search.worker._queue_owner import (
     ALLOW_SHARED_ENV,
     QueueCheck,
     QueueOwners,
@@ -64,7 +64,7 @@ from fs_search.worker.queue_owner import (
     host_id_from_env,
     identity_for,
 )
-from fs_search.worker.slots import FairSlots
+from fs_search.worker._slots import FairSlots
 
 log = logging.getLogger(__name__)
 

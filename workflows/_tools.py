@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         GLOB_ACTIVITY,
         GREP_ACTIVITY,
         MAX_READ_SPILL_LINES,
+        NON_RETRYABLE_ERROR_TYPES,
         READ_SPILL_ACTIVITY,
         TOOL_ARGUMENTS,
         TOOLS_ACTIVITY,
@@ -63,20 +64,17 @@ with workflow.unsafe.imports_passed_through():
         host_queue_for,
         task_queue_for,
     )
+    from fs_search.activities.summaries import summary_of
     from fs_search.workflows._arguments import object_arguments
-    from fs_search.workflows.liveness import QUEUE_LIVENESS_ACTIVITY, QueueLiveness
-    from fs_search.workflows.service import (
+    from fs_search.workflows._liveness import QUEUE_LIVENESS_ACTIVITY, QueueLiveness, unserved
+    from fs_search.workflows._service import (
         CALL_OF_ACTIVITY,
         OPERATION_OF_ACTIVITY,
         FsSearchService,
     )
-    from fs_search.workflows.summaries import summary_of
 
 _R = TypeVar("_R")
 
-# Failures that a retry cannot fix: the contract's codes, and a result too large for
-# Temporal (retrying would loop forever).
-NON_RETRYABLE_ERROR_TYPES = [code.value for code in ErrorCode] + ["PayloadsTooLarge"]
 # What ``call`` dispatches when no catalogue is known: every worker offers these two
 # (read_spill only with a store the model cannot read itself).
 ALWAYS_OFFERED = ("glob", "grep")
@@ -508,42 +506,6 @@ class FsSearchTools:
         )
 
 
-def unserved(
-    liveness: QueueLiveness,
-    *,
-    workspace_id: str,
-    host: str | None,
-    took: timedelta,
-    queue_timeout: timedelta,
-) -> ToolResult:
-    """The ``Error:`` result of a call no worker took within ``took``: SEARCH_ABORTED when
-    a worker polls the queue (busy for the whole ``queue_timeout``), else SEARCH_FAILED
-    naming the workspace (the activity route, one-off calls and the Nexus handler alike)."""
-    who = f"workspace {workspace_id!r}"
-    if host is not None:
-        who += f" on host {host!r}"
-    queue = liveness.queue
-    if liveness.polled:
-        return ToolResult.failure(
-            ErrorCode.SEARCH_ABORTED,
-            f"the worker of {who} stayed busy for the whole queueing budget "
-            f"({_seconds(queue_timeout)}) and the call did not run; try again later",
-        )
-    if liveness.polled is None:
-        return ToolResult.failure(
-            ErrorCode.SEARCH_FAILED,
-            f"no fs-search worker took the call for {who} within {_seconds(took)} "
-            f"(task queue {queue!r}), and whether one polls that queue could not be "
-            f"checked ({liveness.detail}); is the worker for that workspace running?",
-        )
-    return ToolResult.failure(
-        ErrorCode.SEARCH_FAILED,
-        f"no fs-search worker is serving {who}: nothing polls its task queue "
-        f"{queue!r} ({liveness.detail}); start the worker for that "
-        f"{'host' if host is not None else 'workspace'}, or check the id",
-    )
-
-
 def _not_picked_up(error: BaseException) -> bool:
     """Whether a call failed because no worker took it within schedule-to-start."""
     if not isinstance(error, ActivityError | NexusOperationError):
@@ -598,13 +560,6 @@ def handed_back(error: BaseException) -> bool:
     """Whether a host queue handed the call back: its workspace held its share of the host."""
     cause = failure_cause(error)
     return isinstance(cause, ApplicationError) and cause.type == WORKSPACE_BUSY
-
-
-def _seconds(span: timedelta) -> str:
-    seconds = span.total_seconds()
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    return f"{seconds / 60:.1f} min"
 
 
 def _workflow_cancelled() -> bool:

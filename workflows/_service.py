@@ -4,7 +4,7 @@ A workflow in any namespace of the cluster calls glob/grep through an endpoint (
 ``fs-search``) whose target is the search namespace's handler queue. Each operation takes the
 activity's request plus where to run it — ``workspace_id`` and, for a host-routed workspace,
 ``host`` — and returns the activity's own result model. The handler
-(:mod:`fs_search.worker.service_handler`) backs every operation with a standalone activity on
+(:mod:`fs_search.worker._service_handler`) backs every operation with a standalone activity on
 the workspace's (or host's) queue, so retries, heartbeats, cancellation (rg killed) and the
 UI's summary are the activity's own.
 

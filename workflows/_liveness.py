@@ -1,4 +1,5 @@
-"""Is anything serving a task queue? Asked only when a call was not picked up in time.
+"""Is anything serving a task queue? Asked only when a call was not picked up in time; and
+what such a call reads (:func:`unserved`, the same words on every route).
 
 A worker takes many more calls than it runs (the rest wait in it, heartbeating "queued"), so
 a call that no worker picked up within the schedule-to-start timeout means, almost always,
@@ -31,13 +32,15 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 
 from pydantic import BaseModel
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from fs_search.workflows.task_queues import DESCRIBES, LIVE_S, list_pollers, poll_ages
+from fs_search.activities.contract import ErrorCode, ToolResult
+from fs_search.workflows._task_queues import DESCRIBES, LIVE_S, list_pollers, poll_ages
 
 QUEUE_LIVENESS_ACTIVITY = "fs_search.queue_liveness"
 CACHE_S = 3.0
@@ -145,3 +148,46 @@ async def liveness_of(client: Client, queue: str) -> QueueLiveness:
         _CACHE.clear()
     _CACHE[key] = _Cached(time.monotonic(), answer)
     return answer
+
+
+def unserved(
+    liveness: QueueLiveness,
+    *,
+    workspace_id: str,
+    host: str | None,
+    took: timedelta,
+    queue_timeout: timedelta,
+) -> ToolResult:
+    """The ``Error:`` result of a call no worker took within ``took``: SEARCH_ABORTED when
+    a worker polls the queue (busy for the whole ``queue_timeout``), else SEARCH_FAILED
+    naming the workspace (the activity route, one-off calls and the Nexus handler alike)."""
+    who = f"workspace {workspace_id!r}"
+    if host is not None:
+        who += f" on host {host!r}"
+    queue = liveness.queue
+    if liveness.polled:
+        return ToolResult.failure(
+            ErrorCode.SEARCH_ABORTED,
+            f"the worker of {who} stayed busy for the whole queueing budget "
+            f"({_seconds(queue_timeout)}) and the call did not run; try again later",
+        )
+    if liveness.polled is None:
+        return ToolResult.failure(
+            ErrorCode.SEARCH_FAILED,
+            f"no fs-search worker took the call for {who} within {_seconds(took)} "
+            f"(task queue {queue!r}), and whether one polls that queue could not be "
+            f"checked ({liveness.detail}); is the worker for that workspace running?",
+        )
+    return ToolResult.failure(
+        ErrorCode.SEARCH_FAILED,
+        f"no fs-search worker is serving {who}: nothing polls its task queue "
+        f"{queue!r} ({liveness.detail}); start the worker for that "
+        f"{'host' if host is not None else 'workspace'}, or check the id",
+    )
+
+
+def _seconds(span: timedelta) -> str:
+    seconds = span.total_seconds()
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min"

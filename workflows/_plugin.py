@@ -28,7 +28,7 @@ from fs_search.activities.config import (
     spill_url_problem,
 )
 from fs_search.activities.storage import Storage, storage_for
-from fs_search.workflows.liveness import queue_liveness
+from fs_search.workflows._liveness import queue_liveness
 
 PLUGIN_NAME = "fs_search.FsSearchPlugin"
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ class FsSearchPlugin(SimplePlugin):
     it is replaced by ``PydanticPayloadConverter`` (with a warning naming it). Workers built
     from the client pass ``fs_search`` through the workflow sandbox, so workflow code may
     import it at top level, without ``workflow.unsafe.imports_passed_through()``. Workers
-    also get the local activity ``fs_search.queue_liveness`` (:mod:`fs_search.workflows.liveness`):
+    also get the local activity ``fs_search.queue_liveness`` (:mod:`fs_search.workflows._liveness`):
     it tells a call no worker took in time from one waiting behind a busy worker.
 
     Args:

@@ -29,9 +29,9 @@ from fs_search.activities.shown import escaped
 from fs_search.activities.storage import Storage, storage_for
 from fs_search.activities.telemetry import SearchTelemetry
 from fs_search.activities.workspace import Workspace
-from fs_search.worker.binaries import find_binary
-from fs_search.worker.host_queue import HostRouter
-from fs_search.worker.queue_owner import claim_queue, host_id_from_env, identity_for
+from fs_search.worker._binaries import find_binary
+from fs_search.worker._host_queue import HostRouter
+from fs_search.worker._queue_owner import claim_queue, host_id_from_env, identity_for
 
 log = logging.getLogger(__name__)
 

@@ -1,12 +1,14 @@
-"""Activity summaries: the one line the Temporal UI shows for each call."""
+"""Pure: the one line the Temporal UI shows for each call (an activity's summary).
+
+Both sides give it: the workflow side (``FsSearchTools``, one-off calls) and the Nexus
+handler, which starts the same activity for a caller in another namespace, so a call reads
+the same in the UI whichever route it took.
+"""
 
 from __future__ import annotations
 
-from temporalio import workflow
-
-with workflow.unsafe.imports_passed_through():
-    from fs_search.activities import results
-    from fs_search.activities.contract import GlobRequest, GrepRequest, ReadSpillRequest
+from fs_search.activities import results
+from fs_search.activities.contract import GlobRequest, GrepRequest, ReadSpillRequest
 
 SUMMARY_MAX_BYTES = 200
 

@@ -14,7 +14,7 @@ caller's trace. The handler itself holds nothing: any number of workers may serv
 
 A call the caller saw wait past its schedule-to-start timeout comes back with
 ``check_queue``: the handler then asks who polls the queue (one ``DescribeTaskQueue``,
-rate-limited and cached, :func:`~fs_search.workflows.liveness.liveness_of`) and fails the
+rate-limited and cached, :func:`~fs_search.workflows._liveness.liveness_of`) and fails the
 operation at once, SEARCH_FAILED naming the workspace, when no worker does; the caller's
 namespace could not have asked. Calls are never checked otherwise (no describe per search).
 
@@ -45,6 +45,7 @@ from fs_search.activities.budget import BackingOptions
 from fs_search.activities.contract import (
     GLOB_ACTIVITY,
     GREP_ACTIVITY,
+    NON_RETRYABLE_ERROR_TYPES,
     READ_SPILL_ACTIVITY,
     TOOLS_ACTIVITY,
     ErrorCode,
@@ -56,18 +57,10 @@ from fs_search.activities.contract import (
     error_name,
     fairness_key_for,
 )
-from fs_search.worker.app import temporal_worker
-from fs_search.workflows.liveness import QueueLiveness, liveness_of
-from fs_search.workflows.service import (
-    FsSearchService,
-    GlobCall,
-    GrepCall,
-    ReadSpillCall,
-    ToolsCall,
-    Where,
-)
-from fs_search.workflows.summaries import summary_of
-from fs_search.workflows.tools import NON_RETRYABLE_ERROR_TYPES, unserved
+from fs_search.activities.summaries import summary_of
+from fs_search.worker._app import temporal_worker
+from fs_search.workflows import FsSearchService, GlobCall, GrepCall, ReadSpillCall, ToolsCall
+from fs_search.workflows._liveness import QueueLiveness, liveness_of, unserved
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +151,7 @@ class FsSearchServiceHandler:
         ctx: nexus.TemporalStartOperationContext,
         client: nexus.TemporalNexusClient,
         activity_name: str,
-        call: Where,
+        call: GlobCall | GrepCall | ReadSpillCall | ToolsCall,
         request: Any,
         result_type: type[_R],
         summary: str,

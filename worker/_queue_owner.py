@@ -55,7 +55,7 @@ from temporalio.client import Client
 from fs_search.activities.config import ConfigError, FsSearchConfig
 from fs_search.activities.contract import ID_SYNTAX
 from fs_search.activities.workspace import host_id_of, this_host
-from fs_search.workflows.task_queues import (  # noqa: F401 - re-exported for the checks
+from fs_search.workflows._task_queues import (  # noqa: F401 - re-exported for the checks
     DESCRIBE_TIMEOUT,
     DESCRIBES,
     LIVE_S,

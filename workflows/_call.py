@@ -21,7 +21,7 @@ with workflow.unsafe.imports_passed_through():
         ToolResult,
         ToolsResult,
     )
-    from fs_search.workflows.tools import FsSearchTools
+    from fs_search.workflows._tools import FsSearchTools
 
 
 class CallInput(BaseModel):

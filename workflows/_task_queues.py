@@ -2,8 +2,8 @@
 
 ``DescribeTaskQueue`` counts against Temporal Cloud's visibility limit (30 calls/s per
 namespace): nothing asks it once per search. A worker asks once per attach
-(:mod:`fs_search.worker.queue_owner`), a caller only when a call was not picked up in time
-(:mod:`fs_search.workflows.liveness`), and every such call of a process shares one limiter
+(:mod:`fs_search.worker._queue_owner`), a caller only when a call was not picked up in time
+(:mod:`fs_search.workflows._liveness`), and every such call of a process shares one limiter
 (:data:`DESCRIBES`: 10 calls/s, bursts of 10).
 """
 

@@ -11,8 +11,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from fs_search.worker.binaries import require_binary
-from fs_search.worker.processes import ManagedProcess, free_port, tail_of, wait_for_port
+from fs_search.worker._binaries import require_binary
+from fs_search.worker._processes import ManagedProcess, free_port, tail_of, wait_for_port
 
 
 class DevServer:

@@ -48,10 +48,10 @@ from fs_search.activities.contract import (
     ToolResult,
     ToolsResult,
 )
-from fs_search.workflows.call import CALL_WORKFLOW, CallInput, FsSearchCallWorkflow
-from fs_search.workflows.liveness import liveness_of
-from fs_search.workflows.service import OPERATION_OF_ACTIVITY
-from fs_search.workflows.tools import (
+from fs_search.workflows._call import CALL_WORKFLOW, CallInput, FsSearchCallWorkflow
+from fs_search.workflows._liveness import liveness_of
+from fs_search.workflows._service import OPERATION_OF_ACTIVITY
+from fs_search.workflows._tools import (
     HANDED_BACK_PAUSE,
     FsSearchTools,
     handed_back,
