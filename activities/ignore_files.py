@@ -33,7 +33,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from fs_search.activities.beneath import Missing, Outside, Parts, Tree, Unresolvable
+from fs_search.activities.held_root import HeldRoot, Missing, Outside, Parts, Unresolvable
 from fs_search.activities.rg import IgnoreFiles
 from fs_search.activities.workspace import VCS_DIRS
 
@@ -67,7 +67,7 @@ class Vetted:
     note: str | None = None
 
 
-def vet(tree: Tree, search_root: Parts, *, deadline: float) -> Vetted:
+def vet(tree: HeldRoot, search_root: Parts, *, deadline: float) -> Vetted:
     """The ignore files rg may read, searching ``search_root`` (components below the
     workspace root) of ``tree`` without a kernel sandbox.
 
@@ -98,7 +98,7 @@ class _Kinds:
         self.vcs = True
         self.exclude = True
 
-    def look(self, tree: Tree, dir_fd: int, parts: Parts) -> None:
+    def look(self, tree: HeldRoot, dir_fd: int, parts: Parts) -> None:
         """Look at the ignore files of the directory open as ``dir_fd`` (at ``parts``)."""
         for names, kind in ((_DOT, "dot"), (_VCS, "vcs")):
             if getattr(self, kind) and not all(_safe(tree, dir_fd, parts, n) for n in names):
@@ -106,7 +106,9 @@ class _Kinds:
         if self.exclude and self.vcs:
             self.exclude = _safe_git(tree, dir_fd, parts)
 
-    def look_entry(self, tree: Tree, dir_fd: int, parts: Parts, entry: os.DirEntry[str]) -> None:
+    def look_entry(
+        self, tree: HeldRoot, dir_fd: int, parts: Parts, entry: os.DirEntry[str]
+    ) -> None:
         """Like :meth:`look`, for one entry met by the walk (named as an ignore file)."""
         name = entry.name
         if name in _DOT and self.dot:
@@ -117,7 +119,7 @@ class _Kinds:
             self.exclude = _safe_git(tree, dir_fd, parts)
 
 
-def _walk(tree: Tree, root: Parts, kinds: _Kinds, deadline: float) -> None:
+def _walk(tree: HeldRoot, root: Parts, kinds: _Kinds, deadline: float) -> None:
     """Every directory rg could walk below ``root`` (symlinks are not followed, VCS
     directories not entered, as rg does), their ignore files looked at."""
     pending = [root]
@@ -141,7 +143,7 @@ def _walk(tree: Tree, root: Parts, kinds: _Kinds, deadline: float) -> None:
                             pending.append((*parts, entry.name))
 
 
-def _safe(tree: Tree, dir_fd: int, parts: Parts, name: str) -> bool:
+def _safe(tree: HeldRoot, dir_fd: int, parts: Parts, name: str) -> bool:
     """Whether rg may open the ignore file ``name`` of the directory open as ``dir_fd``:
     absent, a regular file or directory, or a link that resolves beneath the workspace to
     one. Nothing is opened but the link's own chain, beneath the workspace."""
@@ -165,7 +167,7 @@ def _safe(tree: Tree, dir_fd: int, parts: Parts, name: str) -> bool:
     return stat.S_ISREG(found.st.st_mode) or stat.S_ISDIR(found.st.st_mode)
 
 
-def _safe_git(tree: Tree, dir_fd: int, parts: Parts) -> bool:
+def _safe_git(tree: HeldRoot, dir_fd: int, parts: Parts) -> bool:
     """Whether rg may read ``.git/info/exclude`` here: no ``.git``, or a real ``.git``
     directory whose exclude file is safe. A ``.git`` file (a worktree or submodule) points
     rg to another directory's exclude file, anywhere: never safe without the kernel."""
@@ -187,7 +189,7 @@ def _safe_git(tree: Tree, dir_fd: int, parts: Parts) -> bool:
     return stat.S_ISREG(found.st.st_mode)
 
 
-def _above_holds_ignore_files(tree: Tree) -> bool:
+def _above_holds_ignore_files(tree: HeldRoot) -> bool:
     """Whether any directory above the workspace (by its name now) holds a file rg would
     read as an ignore file, or cannot be told (the workspace has no name any more)."""
     try:
@@ -212,7 +214,7 @@ def _above_holds_ignore_files(tree: Tree) -> bool:
 
 
 @contextlib.contextmanager
-def _opened(tree: Tree, parts: Parts, *, listing: bool = False) -> Iterator[int | None]:
+def _opened(tree: HeldRoot, parts: Parts, *, listing: bool = False) -> Iterator[int | None]:
     """The directory at ``parts``, opened beneath the tree (readable when ``listing``), or
     None when it cannot be (gone, replaced by a non-directory: rg will not walk it)."""
     try:

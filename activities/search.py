@@ -21,7 +21,6 @@ from opentelemetry.trace import Span
 from temporalio import activity
 
 from fs_search.activities import results, rg
-from fs_search.activities.beneath import Tree
 from fs_search.activities.budget import budget_s, queue_budget_s
 from fs_search.activities.catalogue import tools_and_prompts
 from fs_search.activities.config import FsSearchConfig
@@ -43,6 +42,7 @@ from fs_search.activities.contract import (
     WorkspaceRef,
 )
 from fs_search.activities.errors import SearchError, contract, invalid_argument
+from fs_search.activities.held_root import HeldRoot
 from fs_search.activities.identity import identity_of
 from fs_search.activities.ignore_files import OutOfTime, Vetted, vet
 from fs_search.activities.progress import Progress, heartbeating, time_left
@@ -75,7 +75,7 @@ class Call:
     progress: Progress
     budget_s: float
     queue_s: float
-    root: Tree
+    root: HeldRoot
     workspace: WorkspaceRef
 
 

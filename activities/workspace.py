@@ -12,9 +12,9 @@ import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from fs_search.activities.beneath import Found, Missing, Outside, Parts, Tree, Unresolvable
 from fs_search.activities.contract import ErrorCode
 from fs_search.activities.errors import SearchError, invalid_argument
+from fs_search.activities.held_root import Found, HeldRoot, Missing, Outside, Parts, Unresolvable
 from fs_search.activities.identity import Identity
 
 # VCS metadata directories: never searched, never named by a cwd or path.
@@ -74,7 +74,7 @@ class Workspace:
 
     Each call runs in the directory the workspace's path names when the call starts, held by
     descriptor for the whole call (:meth:`held`): every ``cwd``/``path`` is resolved beneath
-    that descriptor (:mod:`fs_search.activities.beneath`), so renaming or replacing names
+    that descriptor (:mod:`fs_search.activities.held_root`), so renaming or replacing names
     during the call never changes which directory it searches. A path that names nothing
     readable fails the call ("the workspace cannot be read"); a path that names another
     directory than before serves that one, under its own identity (results' ``workspace.root``,
@@ -94,7 +94,7 @@ class Workspace:
         # call opens it again, whatever the process's working directory by then.
         given = os.fspath(root)
         self._given = given if os.path.isabs(given) else os.path.join(os.getcwd(), given)
-        self._parent: Tree | None = None
+        self._parent: HeldRoot | None = None
         self._name = ""
         self._vetted: Identity | None = None
         try:
@@ -108,7 +108,7 @@ class Workspace:
         self.root = self._last.path
 
     @classmethod
-    def entry(cls, parent: Tree, name: str, *, expected: Identity) -> Workspace:
+    def entry(cls, parent: HeldRoot, name: str, *, expected: Identity) -> Workspace:
         """The directory ``name`` leads to beneath ``parent`` (symlinks followed inside it),
         if it is still the directory ``expected`` names (``(st_dev, st_ino)``, as a scan
         recorded it).
@@ -128,7 +128,7 @@ class Workspace:
         workspace._vetted = expected
         workspace.root = os.path.join(parent.path, *found.parts)
         workspace._given = workspace.root
-        workspace._last = Tree.adopt(found.fd, workspace.root)
+        workspace._last = HeldRoot.adopt(found.fd, workspace.root)
         return workspace
 
     @property
@@ -137,7 +137,7 @@ class Workspace:
         return self._last.identity
 
     @property
-    def tree(self) -> Tree:
+    def tree(self) -> HeldRoot:
         """The directory last served, held (for an entry: the vetted one)."""
         return self._last
 
@@ -146,7 +146,7 @@ class Workspace:
         self._last.close()
 
     @contextlib.contextmanager
-    def held(self) -> Iterator[Tree]:
+    def held(self) -> Iterator[HeldRoot]:
         """The directory the workspace's path names now, held for the block.
 
         Raises:
@@ -162,7 +162,7 @@ class Workspace:
         finally:
             tree.close()
 
-    def _open_now(self) -> Tree:
+    def _open_now(self) -> HeldRoot:
         if self._parent is not None:
             found = _entry(self._parent, self._name)
             if found is None:
@@ -171,7 +171,7 @@ class Workspace:
                 # Re-created or re-pointed: served once the next scan has vetted it.
                 found.close()
                 raise workspace_unreadable()
-            return Tree.adopt(found.fd, self.root)
+            return HeldRoot.adopt(found.fd, self.root)
         try:
             tree = self._open_given()
         except OSError:
@@ -180,12 +180,12 @@ class Workspace:
             # Another directory at the path: the call serves it, and it is remembered (held)
             # so that the one before cannot come back under its inode number unnoticed.
             self._last.close()
-            self._last = Tree.adopt(os.dup(tree.fd), tree.path, names=[self._given])
+            self._last = HeldRoot.adopt(os.dup(tree.fd), tree.path, names=[self._given])
             self.root = tree.path
         return tree
 
-    def _open_given(self) -> Tree:
-        return Tree(self._given, names=[self._given])
+    def _open_given(self) -> HeldRoot:
+        return HeldRoot(self._given, names=[self._given])
 
     def target(self, *, cwd: str | None, path: str | None, tool: str) -> SearchTarget:
         """Resolve ``path`` against ``cwd`` for ``tool`` ("glob" or "grep"), without keeping
@@ -203,7 +203,7 @@ class Workspace:
 
     @contextlib.contextmanager
     def opened(
-        self, *, cwd: str | None, path: str | None, tool: str, root: Tree | None = None
+        self, *, cwd: str | None, path: str | None, tool: str, root: HeldRoot | None = None
     ) -> Iterator[tuple[SearchTarget, int]]:
         """Resolve ``path`` against ``cwd`` for ``tool`` ("glob" or "grep") beneath ``root``
         (the call's directory from :meth:`held`; default: opened for the block): the target,
@@ -234,7 +234,7 @@ class Changed(Exception):
     """A workspaces root's entry no longer leads to the directory a scan vetted."""
 
 
-def _entry(parent: Tree, name: str) -> Found | None:
+def _entry(parent: HeldRoot, name: str) -> Found | None:
     """The directory ``name`` leads to beneath ``parent``, or None (gone, outside the root,
     the root itself, not a directory)."""
     try:
@@ -247,7 +247,7 @@ def _entry(parent: Tree, name: str) -> Found | None:
     return None
 
 
-def readable(tree: Tree) -> bool:
+def readable(tree: HeldRoot) -> bool:
     """Whether a held directory is still one this worker can search: not removed (a removed
     directory has no links left, whatever now has its name) and readable."""
     try:
@@ -260,7 +260,7 @@ def readable(tree: Tree) -> bool:
 class _Resolver:
     """``cwd`` and ``path`` resolved beneath one call's directory."""
 
-    def __init__(self, tree: Tree) -> None:
+    def __init__(self, tree: HeldRoot) -> None:
         self.tree = tree
         self.root = tree.path
 

@@ -41,9 +41,9 @@ from temporalio.worker import (
     WorkerTuner,
 )
 
-from fs_search.activities.beneath import Missing, Outside, Tree, Unresolvable
 from fs_search.activities.budget import drain_for
 from fs_search.activities.contract import ID_SYNTAX, host_queue_for, task_queue_for
+from fs_search.activities.held_root import HeldRoot, Missing, Outside, Unresolvable
 from fs_search.activities.identity import Identity
 from fs_search.activities.search import NICE_STEP, SearchActivities
 from fs_search.activities.shown import escaped
@@ -92,7 +92,7 @@ class Scan:
     skipped: dict[str, str] = field(default_factory=dict)
 
 
-def scan_root(root: str | Tree) -> Scan:
+def scan_root(root: str | HeldRoot) -> Scan:
     """The workspaces under ``root``: direct subdirectories named by a valid id.
 
     Dot-directories and non-directories are ignored. Each name is resolved beneath the
@@ -100,8 +100,8 @@ def scan_root(root: str | Tree) -> Scan:
     entry is followed inside the root only (a link out of the root, or to the root itself,
     is skipped, and nothing outside is looked up); the id is the entry's own name.
     """
-    if not isinstance(root, Tree):
-        tree = Tree(root)
+    if not isinstance(root, HeldRoot):
+        tree = HeldRoot(root)
         try:
             return scan_root(tree)
         finally:
@@ -242,7 +242,7 @@ class Fleet:
         self.drain = drain_for(config.timeout_ms)
         self.attached: dict[str, _Attached] = {}
         # The root, held from the first scan on: every entry is resolved beneath it.
-        self._root: Tree | None = None
+        self._root: HeldRoot | None = None
         # Workspaces another host's worker polls: not attached, checked again later.
         self.refused: dict[str, _Refused] = {}
         self._attaching: dict[str, asyncio.Task[None]] = {}
@@ -290,7 +290,7 @@ class Fleet:
         """
         try:
             if self._root is None:
-                self._root = Tree(self.root)
+                self._root = HeldRoot(self.root)
             scan = await asyncio.to_thread(scan_root, self._root)
         except OSError as e:
             log.warning("cannot scan the workspaces root %s: %s", escaped(self.root), e)

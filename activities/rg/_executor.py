@@ -16,9 +16,9 @@ from typing import Protocol
 
 from opentelemetry import trace
 
-from fs_search.activities.beneath import Tree
 from fs_search.activities.contract import ErrorCode
 from fs_search.activities.errors import SearchError
+from fs_search.activities.held_root import HeldRoot
 from fs_search.activities.progress import Progress
 from fs_search.activities.rg._fifo_watch import watch_fifos
 from fs_search.activities.rg._gate import FairGate
@@ -157,7 +157,7 @@ class Executor:
         timeout_s: float,
         max_stdout: int,
         progress: Progress | None = None,
-        tree: Tree | None = None,
+        tree: HeldRoot | None = None,
         nice: int = 0,
         key: str = "",
         queue_s: float = 0.0,
@@ -216,7 +216,7 @@ class Executor:
         timeout_s: float,
         max_stdout: int,
         progress: Progress | None,
-        tree: Tree | None,
+        tree: HeldRoot | None,
         nice: int,
     ) -> RgRun:
         proc: _Process
@@ -235,7 +235,12 @@ class Executor:
             self._live.discard(proc)
 
     async def _launch(
-        self, argv: Sequence[str], cwd: str | int, timeout_s: float, tree: Tree | None, nice: int
+        self,
+        argv: Sequence[str],
+        cwd: str | int,
+        timeout_s: float,
+        tree: HeldRoot | None,
+        nice: int,
     ) -> Launched:
         """Start ``argv`` through the launch server (sandboxed; backstop in the server)."""
         assert self.launcher is not None
@@ -264,7 +269,12 @@ class Executor:
                 os.close(opened)
 
     async def _spawn(
-        self, argv: Sequence[str], cwd: str | int, timeout_s: float, tree: Tree | None, nice: int
+        self,
+        argv: Sequence[str],
+        cwd: str | int,
+        timeout_s: float,
+        tree: HeldRoot | None,
+        nice: int,
     ) -> asyncio.subprocess.Process:
         """Start ``argv`` directly (no sandbox), under the backstop when there is one."""
         full = list(argv)
@@ -310,7 +320,7 @@ class Executor:
         timeout_s: float,
         max_stdout: int,
         progress: Progress | None,
-        tree: Tree | None,
+        tree: HeldRoot | None,
     ) -> RgRun:
         assert proc.stdout is not None and proc.stderr is not None
         stderr_task = asyncio.ensure_future(_read_bounded(proc.stderr, _STDERR_KEEP))

@@ -27,7 +27,7 @@ import signal
 import stat
 from collections.abc import Iterator, Mapping
 
-from fs_search.activities.beneath import Missing, Outside, Tree, Unresolvable
+from fs_search.activities.held_root import HeldRoot, Missing, Outside, Unresolvable
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +121,7 @@ def blocked_fifo_opens(pid: int) -> tuple[list[str], int]:
     return found, unknown
 
 
-def unblock_fifo_opens(pid: int, tree: Tree) -> list[str]:
+def unblock_fifo_opens(pid: int, tree: HeldRoot) -> list[str]:
     """Hand every FIFO inside ``tree`` that rg is blocked on an end of input.
 
     Returns:
@@ -156,7 +156,7 @@ def unblock_fifo_opens(pid: int, tree: Tree) -> list[str]:
     return refused
 
 
-async def watch_fifos(pid: int, tree: Tree, *, interval_s: float = FIFO_CHECK_S) -> list[str]:
+async def watch_fifos(pid: int, tree: HeldRoot, *, interval_s: float = FIFO_CHECK_S) -> list[str]:
     """Until cancelled, unblock FIFO opens inside ``tree``; returns (killing the group)
     the paths of one it must not touch."""
     while True:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import logging
 import re
 
-from fs_search.activities.beneath import empty_tree
 from fs_search.activities.contract import ErrorCode
 from fs_search.activities.errors import SearchError
+from fs_search.activities.held_root import empty_root
 from fs_search.activities.rg._executor import Executor, RgRun, is_abort
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ async def settle(
     # rg's complaint may come from an ignore file in the tree: only a run that sees nothing
     # but the request may be quoted to the model. A new empty directory, so rg sees no tree
     # there; removed as soon as the run is done, so no exit of the worker leaves it.
-    with empty_tree("fs-search-empty-") as empty:
+    with empty_root("fs-search-empty-") as empty:
         clean = await executor.run(
             clean_argv,
             cwd=empty.fd,

@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from fs_search.activities.beneath import Tree
 from fs_search.activities.contract import GlobRequest, GrepRequest, GrepResult
+from fs_search.activities.held_root import HeldRoot
 from fs_search.activities.ignore_files import SOME_SKIPPED
 from fs_search.activities.rg import IGNORE_FILES_SKIPPED
 from fs_search.activities.rg._executor import Executor
@@ -324,7 +324,7 @@ async def test_kernel_denies_what_escaped_every_python_check(repo, rg_bin):
             cwd=str(repo.ws),
             timeout_s=20,
             max_stdout=1_000_000,
-            tree=Tree(repo.ws),
+            tree=HeldRoot(repo.ws),
         )
         assert repo.canary.encode() not in run.stdout, target
         assert run.returncode == 2 and "Permission denied" in run.stderr, run
@@ -333,7 +333,7 @@ async def test_kernel_denies_what_escaped_every_python_check(repo, rg_bin):
         cwd=str(repo.ws),
         timeout_s=20,
         max_stdout=1_000_000,
-        tree=Tree(repo.ws),
+        tree=HeldRoot(repo.ws),
     )
     assert inside.returncode == 0 and b"needle = 1" in inside.stdout
     # Without the sandbox, the same call reads the outside file: the test can fail.
@@ -361,7 +361,7 @@ async def test_rg_reads_its_loader_files_and_not_their_directories(repo, rg_bin)
         [rg_bin, "--no-config", "-a", "-c", "", os.path.join(lib_dir, neighbours[0]), *system],
     ):
         run = await executor.run(
-            argv, cwd=str(repo.ws), timeout_s=20, max_stdout=1_000_000, tree=Tree(repo.ws)
+            argv, cwd=str(repo.ws), timeout_s=20, max_stdout=1_000_000, tree=HeldRoot(repo.ws)
         )
         assert run.stdout == b"" and "Permission denied" in run.stderr, (argv, run)
     # Unconfined, the same reads succeed.
@@ -381,7 +381,7 @@ async def test_rg_may_execute_nothing_but_itself(repo, rg_bin, tmp_path):
     argv = [rg_bin, "--no-config", "--pre", str(script), "needle", "src"]
     limits = {"cwd": str(repo.ws), "timeout_s": 20, "max_stdout": 1_000_000}
     confined = await Executor(sandbox=sandbox_for("required", 256, program=rg_bin)).run(
-        argv, tree=Tree(repo.ws), **limits
+        argv, tree=HeldRoot(repo.ws), **limits
     )
     assert b"needle" not in confined.stdout and not marker.exists()
     # The same argv unconfined runs the script: the test can fail.

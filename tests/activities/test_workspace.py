@@ -1,5 +1,5 @@
 """The search target beneath the held workspace root: confinement, VCS metadata, display
-(the walk itself: test_beneath.py)."""
+(the walk itself: test_held_root.py)."""
 
 from __future__ import annotations
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from temporalio.worker import Worker
 
-from fs_search.activities.beneath import Tree
 from fs_search.activities.config import FsSearchConfig
+from fs_search.activities.held_root import HeldRoot
 from fs_search.activities.storage import local_storage
 from fs_search.activities.workspace import Changed, Workspace
 from fs_search.worker import build_services
@@ -235,7 +235,7 @@ def test_an_entry_exchanged_after_the_scan_is_not_attached(tmp_path):
     write_tree(root / "victim", {"own.txt": "own\n"})
     write_tree(outside, {"canary.txt": "canary\n"})
     os.symlink(outside, root / ".swap")
-    held = Tree(root)
+    held = HeldRoot(root)
     try:
         scan = scan_root(held)
         vetted = scan.identities["victim"]

@@ -13,9 +13,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from fs_search.activities.beneath import Tree
 from fs_search.activities.contract import ErrorCode
 from fs_search.activities.errors import SearchError
+from fs_search.activities.held_root import HeldRoot
 from fs_search.activities.progress import Progress
 from fs_search.activities.rg._executor import Executor, default_backstop
 from fs_search.activities.rg._launcher import SERVER, LaunchServer
@@ -65,7 +65,7 @@ async def test_budget_kills_the_whole_group(executor, huge, rg_bin):
     """A run past its budget is SEARCH_ABORTED and every process of its group is gone."""
     task = asyncio.ensure_future(
         executor.run(
-            grep_argv(rg_bin), cwd=str(huge), timeout_s=1.0, max_stdout=1 << 20, tree=Tree(huge)
+            grep_argv(rg_bin), cwd=str(huge), timeout_s=1.0, max_stdout=1 << 20, tree=HeldRoot(huge)
         )
     )
     [(pgid, members)] = await members_when_running(executor, os.path.realpath(rg_bin))
@@ -80,7 +80,7 @@ async def test_cancellation_kills_the_group_and_reraises(executor, huge, rg_bin)
     """Cancelling a run kills its group before CancelledError propagates."""
     task = asyncio.ensure_future(
         executor.run(
-            grep_argv(rg_bin), cwd=str(huge), timeout_s=60, max_stdout=1 << 20, tree=Tree(huge)
+            grep_argv(rg_bin), cwd=str(huge), timeout_s=60, max_stdout=1 << 20, tree=HeldRoot(huge)
         )
     )
     [(_, members)] = await members_when_running(executor, os.path.realpath(rg_bin))
@@ -102,7 +102,7 @@ async def test_overflow_kills_the_group_at_the_cap(executor, tmp_path, rg_bin):
             timeout_s=30,
             max_stdout=200_000,
             progress=progress,
-            tree=Tree(ws),
+            tree=HeldRoot(ws),
         )
     assert info.value.code == ErrorCode.SEARCH_RAW_OUTPUT_OVERFLOW
     assert 200_000 < progress.raw_bytes < 10_000_000
@@ -119,7 +119,7 @@ async def test_kill_all_stops_every_running_group(executor, huge, rg_bin):
                 cwd=str(huge),
                 timeout_s=60,
                 max_stdout=1 << 20,
-                tree=Tree(huge),
+                tree=HeldRoot(huge),
             )
         )
         for _ in range(2)
@@ -138,7 +138,7 @@ async def test_rg_leads_its_group_as_a_child_of_the_launch_server(executor, huge
     """rg is the only member of its group, forked by the launch server (`python -I -S
     launch_server.py` with the memory limit, the Landlock ABI and the loader's files), with
     the argv unchanged, the memory limit, and none of the worker's or the server's descriptors."""
-    tree = Tree(huge)
+    tree = HeldRoot(huge)
     task = asyncio.ensure_future(
         executor.run(grep_argv(rg_bin), cwd=str(huge), timeout_s=30, max_stdout=1 << 20, tree=tree)
     )
@@ -167,7 +167,7 @@ async def test_rg_leads_its_group_as_a_child_of_the_launch_server(executor, huge
 async def test_the_launch_server_kills_a_group_at_its_deadline(huge, rg_bin):
     """The backstop: a run nobody stops is SIGKILLed by the server at its deadline."""
     launcher = LaunchServer(sandbox_for("auto", MEMORY_MB, program=rg_bin))
-    tree = Tree(huge)
+    tree = HeldRoot(huge)
     started = time.monotonic()
     proc = await launcher.spawn(
         grep_argv(rg_bin), cwd=tree.fd, readable=[tree.fd], env={}, deadline_s=0.5
@@ -184,7 +184,7 @@ async def test_a_deadline_only_kills_its_own_run(huge, rg_bin):
     """A finished run's deadline passing never kills a later run (whose pidfd may have the
     finished one's number)."""
     launcher = LaunchServer(sandbox_for("auto", MEMORY_MB, program=rg_bin))
-    tree = Tree(huge)
+    tree = HeldRoot(huge)
     try:
         quick = await launcher.spawn(
             [rg_bin, "--version"], cwd=tree.fd, readable=[tree.fd], env={}, deadline_s=0.3
@@ -206,7 +206,7 @@ async def test_rg_dies_with_the_launch_server_and_a_new_server_starts(executor, 
     (PR_SET_PDEATHSIG), the run ends, and the next run starts a new server."""
     task = asyncio.ensure_future(
         executor.run(
-            grep_argv(rg_bin), cwd=str(huge), timeout_s=60, max_stdout=1 << 20, tree=Tree(huge)
+            grep_argv(rg_bin), cwd=str(huge), timeout_s=60, max_stdout=1 << 20, tree=HeldRoot(huge)
         )
     )
     [(_, members)] = await members_when_running(executor, os.path.realpath(rg_bin))
@@ -286,7 +286,7 @@ async def test_nice_lowers_every_thread_of_the_group(executor, huge, rg_bin):
             cwd=str(huge),
             timeout_s=60,
             max_stdout=1 << 20,
-            tree=Tree(huge),
+            tree=HeldRoot(huge),
             nice=7,
         )
     )

@@ -1,15 +1,16 @@
-"""Look paths up beneath a held directory: never by name from ``/``, never outside it.
+"""A held root: a directory held open by descriptor, and paths looked up beneath it, never
+by name from ``/``, never outside it.
 
-A :class:`Tree` holds an ``O_PATH`` descriptor of a directory (a workspace root) from the
-moment it is opened. Every lookup walks beneath that descriptor one component at a time
-with ``openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)``: the kernel follows no symlink on
-its own and refuses any result that is not below the held directory, so a concurrent
-rename or symlink swap can change *which* file inside the tree a path names, never make it
-name one outside. Symlinks are followed here, by reading them: a relative target continues
-the walk, an absolute one is accepted only when it names the tree by one of its own
-absolute names (checked as text, no lookup), and a ``..`` that would climb above the tree
-ends the walk. Nothing outside the tree is ever looked up, so what exists out there cannot
-change an answer.
+A :class:`HeldRoot` holds an ``O_PATH`` descriptor of a directory (a workspace root, a
+workspaces root) from the moment it is opened. Every lookup walks beneath that descriptor
+one component at a time with ``openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)``: the kernel
+follows no symlink on its own and refuses any result that is not below the held directory,
+so a concurrent rename or symlink swap can change *which* file inside the tree a path names,
+never make it name one outside. Symlinks are followed here, by reading them: a relative
+target continues the walk, an absolute one is accepted only when it names the tree by one of
+its own absolute names (checked as text, no lookup), and a ``..`` that would climb above the
+tree ends the walk. Nothing outside the tree is ever looked up, so what exists out there
+cannot change an answer.
 
 Kernels without ``openat2`` (Linux < 5.6) walk with ``openat(O_NOFOLLOW)`` from the held
 descriptor instead: no symlink is followed by the kernel either, but a directory moved out
@@ -130,7 +131,7 @@ class Found:
         os.close(self.fd)
 
 
-class Tree:
+class HeldRoot:
     """A directory held open by descriptor; every lookup stays beneath it.
 
     Args:
@@ -153,8 +154,8 @@ class Tree:
         self._hold(fd, real, names)
 
     @classmethod
-    def adopt(cls, fd: int, path: str, *, names: Iterable[str] = ()) -> Tree:
-        """A tree over ``fd``, a directory descriptor opened elsewhere (the tree closes it);
+    def adopt(cls, fd: int, path: str, *, names: Iterable[str] = ()) -> HeldRoot:
+        """A held root over ``fd``, a directory descriptor opened elsewhere (closed with it);
         ``path`` is its real path as the caller found it."""
         tree = cls.__new__(cls)
         tree._hold(fd, path, names)
@@ -294,12 +295,12 @@ class Tree:
 
 
 @contextlib.contextmanager
-def empty_tree(prefix: str) -> Iterator[Tree]:
+def empty_root(prefix: str) -> Iterator[HeldRoot]:
     """A new, empty directory (in the temp directory, named ``prefix``...), held for the
     block and removed after it, however the block ends."""
     made = tempfile.mkdtemp(prefix=prefix)
     try:
-        tree = Tree(made)
+        tree = HeldRoot(made)
         try:
             yield tree
         finally:

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from fs_search.activities import beneath
-from fs_search.activities.beneath import Missing, Outside, Tree, Unresolvable
+from fs_search.activities import held_root
+from fs_search.activities.held_root import HeldRoot, Missing, Outside, Unresolvable
 from tests.helpers import Link, write_tree
 
 
 @pytest.fixture(params=["openat2", "openat"])
 def walk(request, monkeypatch) -> Iterator[str]:
     """Each test runs with openat2 (RESOLVE_BENEATH) and with the openat fallback."""
-    if request.param == "openat" or not beneath.has_openat2():
-        monkeypatch.setattr(beneath, "has_openat2", lambda: False)
+    if request.param == "openat" or not held_root.has_openat2():
+        monkeypatch.setattr(held_root, "has_openat2", lambda: False)
     yield request.param
 
 
@@ -29,7 +29,7 @@ def ws(tmp_path: Path, walk) -> Path:
     return tmp_path / "ws"
 
 
-def where(tree: Tree, path: str, **kw) -> str:
+def where(tree: HeldRoot, path: str, **kw) -> str:
     """The physical path ``path`` resolves to, relative to the root."""
     found = tree.resolve(path, **kw)
     found.close()
@@ -39,7 +39,7 @@ def where(tree: Tree, path: str, **kw) -> str:
 def test_a_chain_of_symlinks_resolves_to_the_physical_path(ws):
     """Every link of a chain (relative, and absolute into the tree) is followed."""
     write_tree(ws, {"l1": Link("l2"), "l2": Link(ws / "l3"), "l3": Link("src/a")})
-    tree = Tree(ws)
+    tree = HeldRoot(ws)
     assert where(tree, "l1") == "src/a"
     assert where(tree, "l1/x.py") == "src/a/x.py"
 
@@ -47,7 +47,7 @@ def test_a_chain_of_symlinks_resolves_to_the_physical_path(ws):
 def test_dotdot_after_a_symlink_climbs_from_where_the_link_led(ws):
     """``link/..`` is the link target's parent, as the kernel resolves it, not the link's."""
     write_tree(ws, {"docs/deep": Link(ws / "src" / "a")})
-    assert where(Tree(ws), "docs/deep/..") == "src"
+    assert where(HeldRoot(ws), "docs/deep/..") == "src"
     assert os.path.normpath(str(ws / "docs/deep/..")) == str(ws / "docs")  # the lexical trap
 
 
@@ -55,7 +55,7 @@ def test_a_symlink_loop_is_unresolvable(ws):
     """Two links pointing at each other are refused, not followed forever."""
     write_tree(ws, {"ping": Link("pong"), "pong": Link("ping")})
     with pytest.raises(Unresolvable, match="loop"):
-        Tree(ws).resolve("ping/x")
+        HeldRoot(ws).resolve("ping/x")
 
 
 def test_more_than_forty_links_are_unresolvable_and_forty_are_fine(ws):
@@ -63,7 +63,7 @@ def test_more_than_forty_links_are_unresolvable_and_forty_are_fine(ws):
     write_tree(
         ws, {"link0": Link("src"), **{f"link{i}": Link(f"link{i - 1}") for i in range(1, 41)}}
     )
-    tree = Tree(ws)
+    tree = HeldRoot(ws)
     assert where(tree, "link39") == "src"
     with pytest.raises(Unresolvable):
         tree.resolve("link40")
@@ -72,25 +72,25 @@ def test_more_than_forty_links_are_unresolvable_and_forty_are_fine(ws):
 def test_a_file_in_the_middle_is_unresolvable(ws):
     """A non-directory before the last component cannot be walked through."""
     with pytest.raises(Unresolvable, match="not a directory"):
-        Tree(ws).resolve("src/b.py/x")
+        HeldRoot(ws).resolve("src/b.py/x")
 
 
 def test_a_missing_component_reports_where_the_path_points(ws):
     """A missing name raises Missing with the rest of the path joined lexically."""
     with pytest.raises(Missing) as info:
-        Tree(ws).resolve("src/nope/../x")
+        HeldRoot(ws).resolve("src/nope/../x")
     assert info.value.parts == ("src", "x")
 
 
 def test_a_nul_is_unresolvable(ws):
     """A NUL character never reaches the filesystem."""
     with pytest.raises(Unresolvable, match="NUL"):
-        Tree(ws).resolve("src\x00/a")
+        HeldRoot(ws).resolve("src\x00/a")
 
 
 def test_start_is_where_a_relative_path_begins_and_dotdot_may_climb_to_the_root(ws):
     """A path relative to ``start`` may climb out of it, but not out of the tree."""
-    tree = Tree(ws)
+    tree = HeldRoot(ws)
     assert where(tree, "../docs", start=("src",)) == "docs"
     with pytest.raises(Outside):
         tree.resolve("../../outside", start=("src",))
@@ -123,13 +123,13 @@ def test_every_way_out_is_outside_whatever_exists_there(ws, path):
         },
     )
     with pytest.raises(Outside):
-        Tree(ws).resolve(path)
+        HeldRoot(ws).resolve(path)
 
 
 def test_absolute_paths_must_name_the_tree_by_its_own_name(ws, tmp_path):
     """An absolute path inside resolves; one that reaches the tree through ``..`` from
     elsewhere, or names anything else, is Outside without being looked up."""
-    tree = Tree(ws)
+    tree = HeldRoot(ws)
     assert where(tree, f"{ws}/src/a") == "src/a"
     for path in (
         "/etc/passwd",
@@ -147,7 +147,7 @@ def test_absolute_paths_must_name_the_tree_by_its_own_name(ws, tmp_path):
 def test_the_configured_name_of_a_linked_root_is_one_of_its_names(ws, tmp_path):
     """A root given through a symlink answers to that name too."""
     os.symlink(ws, tmp_path / "alias")
-    tree = Tree(tmp_path / "alias", names=[str(tmp_path / "alias")])
+    tree = HeldRoot(tmp_path / "alias", names=[str(tmp_path / "alias")])
     assert tree.path == str(ws)
     assert where(tree, f"{tmp_path}/alias/src") == "src"
     assert where(tree, f"{ws}/src") == "src"
@@ -155,7 +155,7 @@ def test_the_configured_name_of_a_linked_root_is_one_of_its_names(ws, tmp_path):
 
 def test_the_held_root_keeps_its_meaning_when_its_name_is_replaced(ws, tmp_path):
     """Renaming the root and putting a link to the outside in its place changes nothing."""
-    tree = Tree(ws)
+    tree = HeldRoot(ws)
     os.rename(ws, tmp_path / "moved")
     os.symlink(tmp_path / "outside", ws)
     found = tree.resolve("src/b.py")
@@ -170,4 +170,4 @@ def test_a_root_that_is_not_a_directory_is_refused(tmp_path, walk):
     """A file cannot be a tree."""
     write_tree(tmp_path, {"f": ""})
     with pytest.raises(NotADirectoryError):
-        Tree(tmp_path / "f")
+        HeldRoot(tmp_path / "f")
