@@ -220,7 +220,7 @@ class ToolArguments(BaseModel):
         """Refuse this request when it breaks the contract (every check of its model).
 
         Raises:
-            ArgumentProblem: the first problem; ``errors.contract()`` answers it
+            ArgumentProblem: the first problem; ``errors.contract_errors()`` answers it
                 INVALID_ARGUMENT.
         """
         type(self).checked(dict(self))

@@ -1,11 +1,13 @@
-"""SearchError and its codes: the single place that turns failures into ApplicationError."""
+"""SearchError and its codes, and :func:`contract_errors`: the single place that turns an
+activity's failures into the contract's ApplicationError."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Generator
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 from fs_search.activities.contract import ArgumentProblem, ErrorCode, capped, error_name
 
@@ -13,7 +15,6 @@ if TYPE_CHECKING:
     from temporalio.exceptions import ApplicationError
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 # Codes the model's own input causes: benign for the worker (Temporal logs them at DEBUG,
 # emits no failure metrics, and no span is marked as an error).
@@ -54,46 +55,27 @@ class SearchError(Exception):
         )
 
 
-class contract(Generic[T]):  # noqa: N801 - read as a function: errors.contract(...)
-    """An activity body whose every failure leaves as a contract ApplicationError.
-
-    ``await contract(work)`` runs an awaitable; ``async with contract():`` a block. A
-    :class:`SearchError` keeps its code, an :class:`ArgumentProblem` (a request's checks,
-    ``req.check()``) is INVALID_ARGUMENT, anything else SEARCH_FAILED without its text. A
-    cancellation passes through untouched: the caller's side maps it.
-    """
-
-    def __init__(self, work: Awaitable[T] | None = None) -> None:
-        self._work = work
-
-    def __await__(self) -> Generator[Any, None, T]:
-        return self._run().__await__()
-
-    async def _run(self) -> T:
-        assert self._work is not None
-        async with self:
-            return await self._work
-        raise AssertionError("unreachable")  # pragma: no cover - __aexit__ always raises
-
-    async def __aenter__(self) -> None:
-        return None
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, tb: Any
-    ) -> bool:
-        if error is None or isinstance(error, asyncio.CancelledError):
-            return False
-        if isinstance(error, ArgumentProblem):
-            raise invalid_argument(str(error)).to_application_error() from None
-        if isinstance(error, SearchError):
-            raise error.to_application_error() from None
-        if not isinstance(error, Exception):
-            return False
-        log.error("unexpected failure in a search activity", exc_info=error)
+@contextlib.asynccontextmanager
+async def contract_errors() -> AsyncIterator[None]:
+    """Every failure of the block (an activity's body) leaves as a contract
+    ApplicationError: a :class:`SearchError` keeps its code, an :class:`ArgumentProblem` (a
+    request's checks, ``req.check()``) is INVALID_ARGUMENT, any other ``Exception``
+    SEARCH_FAILED without its text. A cancellation passes through untouched: the caller's
+    side maps it."""
+    try:
+        yield
+    except ArgumentProblem as e:
+        raise invalid_argument(str(e)).to_application_error() from None
+    except SearchError as e:
+        raise e.to_application_error() from None
+    except asyncio.CancelledError:
+        raise
+    except Exception as e:
+        log.error("unexpected failure in a search activity", exc_info=e)
         # The exception's text may carry host detail (paths, endpoints): the log has it.
         raise SearchError(
             ErrorCode.SEARCH_FAILED,
-            f"the search failed unexpectedly ({type(error).__name__}); the worker log has details",
+            f"the search failed unexpectedly ({type(e).__name__}); the worker log has details",
         ).to_application_error() from None
 
 

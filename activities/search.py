@@ -41,7 +41,7 @@ from fs_search.activities.contract import (
     ToolsResult,
     WorkspaceRef,
 )
-from fs_search.activities.errors import SearchError, contract, invalid_argument
+from fs_search.activities.errors import SearchError, contract_errors, invalid_argument
 from fs_search.activities.held_root import HeldRoot
 from fs_search.activities.identity import identity_of
 from fs_search.activities.ignore_files import OutOfTime, Vetted, vet
@@ -257,7 +257,8 @@ class SearchActivities:
     @activity.defn(name=TOOLS_ACTIVITY)
     async def tools(self, req: ToolsRequest | None = None) -> ToolsResult:
         """The catalogue: tool definitions and prompt segments (empty when rg is missing)."""
-        await contract(self._ours(req))
+        async with contract_errors():
+            await self._ours(req)
         cfg = self.config
         if self.rg.path is None:
             return ToolsResult(
@@ -306,7 +307,8 @@ class SearchActivities:
                 workspace=directory_owner(self.spill_workspace, where),
             )
 
-        return await contract(run())
+        async with contract_errors():
+            return await run()
 
     # --- the shared steps --------------------------------------------------------------
 
@@ -329,7 +331,7 @@ class SearchActivities:
         error: BaseException | None = None
         self.running += 1
         try:
-            async with contract(), heartbeating(progress):
+            async with contract_errors(), heartbeating(progress):
                 await self._ours(req)
                 with self.telemetry.span("fs_search.check"):
                     req.check()

@@ -47,7 +47,7 @@ from fs_search.activities.contract import (
     ToolsResult,
     host_queue_for,
 )
-from fs_search.activities.errors import SearchError, contract, invalid_argument
+from fs_search.activities.errors import SearchError, contract_errors, invalid_argument
 from fs_search.activities.search import SearchActivities
 
 Lookup = Callable[[str], SearchActivities | None]
@@ -106,7 +106,8 @@ class HostRouter:
         return await (await self._workspace(req.workspace_id)).read_spill(req)
 
     async def _workspace(self, workspace_id: str | None) -> SearchActivities:
-        return await contract(self._find(workspace_id))
+        async with contract_errors():
+            return await self._find(workspace_id)
 
     @contextlib.asynccontextmanager
     async def _holding(self, workspace_id: str | None) -> AsyncIterator[SearchActivities]:

@@ -22,7 +22,7 @@ from fs_search.activities.contract import (
     ToolResult,
     task_queue_for,
 )
-from fs_search.activities.errors import contract
+from fs_search.activities.errors import contract_errors
 
 
 def test_task_queue_name():
@@ -159,17 +159,14 @@ def test_a_huge_number_is_refused_without_being_spelled_out():
     assert "about 5001 digits" in str(info.value) and "Exceeds the limit" not in str(info.value)
 
 
-# --- a request's check() and errors.contract(): INVALID_ARGUMENT in one step ------------
+# --- a request's check() and errors.contract_errors(): INVALID_ARGUMENT in one step -----
 
 
 async def invalid(call) -> str:
-    """The INVALID_ARGUMENT message ``call`` raises through ``errors.contract()``."""
-
-    async def body() -> None:
-        call()
-
+    """The INVALID_ARGUMENT message ``call`` raises through ``errors.contract_errors()``."""
     with pytest.raises(ApplicationError) as info:
-        await contract(body())
+        async with contract_errors():
+            call()
     assert info.value.type == ErrorCode.INVALID_ARGUMENT and info.value.non_retryable
     return info.value.message
 
@@ -188,7 +185,8 @@ async def test_an_argument_problem_is_invalid_argument_with_its_message():
         raise ArgumentProblem("blank pattern")
 
     assert await invalid(refuse) == "blank pattern"
-    assert await contract(asyncio.sleep(0, "fine")) == "fine"
+    async with contract_errors():
+        assert await asyncio.sleep(0, "fine") == "fine"
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""SearchError and errors.contract(): every failure leaves as a contract ApplicationError."""
+"""SearchError and errors.contract_errors(): every failure leaves as a contract
+ApplicationError."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from fs_search.activities.contract import ErrorCode
-from fs_search.activities.errors import SearchError, contract
+from fs_search.activities.errors import SearchError, contract_errors
 
 
 def test_application_error_shape():
@@ -21,11 +22,9 @@ def test_application_error_shape():
 async def test_an_unexpected_failure_is_reported_without_its_text(caplog):
     """An unexpected exception's text (paths, endpoints) goes to the log, not to the model."""
 
-    async def boom() -> None:
-        raise RuntimeError("cannot open /home/worker/.aws/credentials at http://10.0.0.5:9000")
-
     with pytest.raises(ApplicationError) as info:
-        await contract(boom())
+        async with contract_errors():
+            raise RuntimeError("cannot open /home/worker/.aws/credentials at http://10.0.0.5:9000")
     assert info.value.type == "SEARCH_FAILED" and "RuntimeError" in info.value.message
     assert "/home" not in info.value.message and "10.0.0.5" not in info.value.message
     assert info.value.__cause__ is None
