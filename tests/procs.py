@@ -114,7 +114,7 @@ def rg_processes(cwd_under: Path | None = None) -> list[psutil.Process]:
     """Live rg processes of this machine's ripgrep wheel (optionally only those searching a tree)."""
     found = []
     # Fresh Process objects, /proc read directly: psutil caches a process's exe, and rg
-    # starts as the sandbox launcher (python) that execs rg under the same pid, so a
+    # starts as a child of the fork server (python) that execs rg under the same pid, so a
     # cached (process_iter) object seen during the launch would never look like rg.
     for pid in psutil.pids():
         try:
@@ -186,7 +186,7 @@ async def wait_for_rg(activities, timeout: float = 15.0) -> int:
 
 
 def exe_of(p: psutil.Process) -> str:
-    """The process's executable now (psutil caches exe(), which misses the launcher's exec)."""
+    """The process's executable now (psutil caches exe(), which misses the fork child's exec)."""
     try:
         return os.readlink(f"/proc/{p.pid}/exe")
     except OSError:

@@ -2,10 +2,12 @@
 contract.
 
 Private behind this front: the argv (``_command``), the executor (``_executor``: process
-group, byte cap, deadline, kill on cancel), the sandbox and its stdlib-only launcher
-(``_sandbox``, ``_launch``, ``_loader``), the FIFO watch (``_fifo_watch``), the fair gate
-(``_gate``), a grep run again without the ignore file that stopped it
-(``_ignore_fallback``) and the outcome (``_outcome``).
+group, byte cap, deadline, kill on cancel), the sandbox (``_sandbox``: the setting, the
+files rg's ELF loader opens, ``_elf_loader``), the fork server that starts every sandboxed
+rg (``_fork_server``, a stdlib-only script; ``_fork_client``, the worker's side;
+``_fork_child``, the confinement each child applies before it execs rg), the FIFO watch
+(``_fifo_watch``), the fair gate (``_gate``), a grep run again without the ignore file that
+stopped it (``_ignore_fallback``) and the outcome (``_outcome``).
 """
 
 from __future__ import annotations

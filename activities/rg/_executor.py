@@ -21,9 +21,9 @@ from fs_search.activities.errors import SearchError
 from fs_search.activities.held_root import HeldRoot
 from fs_search.activities.progress import Progress
 from fs_search.activities.rg._fifo_watch import watch_fifos
+from fs_search.activities.rg._fork_client import Failure, Forked, ForkError, ForkServerClient
 from fs_search.activities.rg._gate import FairGate
-from fs_search.activities.rg._launcher import Failure, Launched, LaunchError, LaunchServer
-from fs_search.activities.rg._sandbox import LAUNCH_FAILED, Sandbox
+from fs_search.activities.rg._sandbox import CONFINEMENT_FAILED, Sandbox
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def is_abort(returncode: int) -> bool:
 
 class _Process(Protocol):
     """What the executor reads of a running group's leader: an asyncio ``Process`` (run
-    directly) or a :class:`~fs_search.activities.rg._launcher.Launched` (via the launch server)."""
+    directly) or a :class:`~fs_search.activities.rg._fork_client.Forked` (via the fork server)."""
 
     @property
     def pid(self) -> int: ...
@@ -104,8 +104,8 @@ def default_backstop() -> str | None:
 class Executor:
     """Runs argvs (never shell strings) as process groups it can always kill.
 
-    With a ``sandbox``, rg is started by the launch server
-    (:mod:`~fs_search.activities.rg._launcher`): forked from a small single-threaded process
+    With a ``sandbox``, rg is started by the fork server
+    (:mod:`~fs_search.activities.rg._fork_client`): forked from a small single-threaded process
     started once, confined there, its group killed by that server ``backstop_grace`` after
     the budget, and killed with it when the worker dies. Without one, the argv runs directly
     (under ``backstop`` when given).
@@ -116,7 +116,7 @@ class Executor:
             one orphaned by a killed worker still dies on time.
         kill_grace: seconds between SIGTERM and SIGKILL when a search is cancelled.
         backstop_grace: seconds the backstop adds to a call's budget.
-        sandbox: the launcher's restrictions (Landlock, limits) for every run; None runs
+        sandbox: the restrictions (Landlock, limits) of every run; None runs
             the argv directly (tests of the executor itself).
         max_running: process groups running at once (None: no limit). A run beyond it
             waits (``phase: "queued"``) in a :class:`~fs_search.activities.rg._gate.FairGate`,
@@ -140,7 +140,7 @@ class Executor:
         self._kill_grace = kill_grace
         self._backstop_grace = backstop_grace
         self._live: set[_Process] = set()
-        self.launcher = LaunchServer(sandbox) if sandbox is not None else None
+        self.fork_server = ForkServerClient(sandbox) if sandbox is not None else None
         self.max_running = max_running
         self.gate = FairGate(max_running, max_running_per_key) if max_running else None
 
@@ -220,8 +220,8 @@ class Executor:
         nice: int,
     ) -> RgRun:
         proc: _Process
-        if self.launcher is not None:
-            proc = await self._launch(argv, cwd, timeout_s, tree, nice)
+        if self.fork_server is not None:
+            proc = await self._fork(argv, cwd, timeout_s, tree, nice)
         else:
             proc = await self._spawn(argv, cwd, timeout_s, tree, nice)
         self._live.add(proc)
@@ -234,16 +234,16 @@ class Executor:
         finally:
             self._live.discard(proc)
 
-    async def _launch(
+    async def _fork(
         self,
         argv: Sequence[str],
         cwd: str | int,
         timeout_s: float,
         tree: HeldRoot | None,
         nice: int,
-    ) -> Launched:
-        """Start ``argv`` through the launch server (sandboxed; backstop in the server)."""
-        assert self.launcher is not None
+    ) -> Forked:
+        """Start ``argv`` through the fork server (sandboxed; backstop in the server)."""
+        assert self.fork_server is not None
         opened = None
         if isinstance(cwd, str):
             try:
@@ -251,7 +251,7 @@ class Executor:
             except OSError as e:
                 raise _cannot_enter(e.strerror) from e
         try:
-            return await self.launcher.spawn(
+            return await self.fork_server.spawn(
                 argv,
                 cwd=opened if opened is not None else int(cwd),
                 readable=[tree.fd] if tree else [],
@@ -261,9 +261,9 @@ class Executor:
                 limit=_CHUNK,
                 pipe_bytes=_PIPE_BYTES,
             )
-        except (LaunchError, OSError) as e:
-            failure = e.failure if isinstance(e, LaunchError) else Failure("spawn", 0, str(e))
-            raise _launch_failed(failure) from e
+        except (ForkError, OSError) as e:
+            failure = e.failure if isinstance(e, ForkError) else Failure("spawn", 0, str(e))
+            raise _start_failed(failure) from e
         finally:
             if opened is not None:
                 os.close(opened)
@@ -375,11 +375,11 @@ class Executor:
             log.warning(
                 "rg was stopped blocked on a FIFO outside the workspace: %r", watch.result()
             )
-        failure = proc.failure if isinstance(proc, Launched) else None
+        failure = proc.failure if isinstance(proc, Forked) else None
         if failure is not None:
-            raise _launch_failed(failure)
-        if self.sandbox is not None and returncode == LAUNCH_FAILED:
-            log.error("the sandbox launcher failed: %s", stderr.decode("utf-8", "replace")[:500])
+            raise _start_failed(failure)
+        if self.sandbox is not None and returncode == CONFINEMENT_FAILED:
+            log.error("rg's confinement failed: %s", stderr.decode("utf-8", "replace")[:500])
             raise SearchError(
                 ErrorCode.SEARCH_FAILED,
                 "ripgrep could not be started in its sandbox on this worker",
@@ -415,7 +415,7 @@ class Executor:
 
     @staticmethod
     def _signal_group(proc: _Process, sig: int) -> None:
-        if isinstance(proc, Launched) and proc.returncode is not None:
+        if isinstance(proc, Forked) and proc.returncode is not None:
             return  # reaped by the server: its pid may be another process's by now
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, sig)
@@ -436,7 +436,7 @@ def _cannot_enter(strerror: str | None) -> SearchError:
     )
 
 
-def _launch_failed(failure: Failure) -> SearchError:
+def _start_failed(failure: Failure) -> SearchError:
     """The contract error for a child that never became rg (details only in the log)."""
     if failure.stage == "chdir":
         return _cannot_enter(os.strerror(failure.errno) if failure.errno else failure.message)

@@ -1,30 +1,31 @@
-"""How rg is confined: Landlock (when the kernel has it) and resource limits, via a launcher."""
+"""How rg is confined: Landlock (when the kernel has it) and resource limits, which each
+child of the fork server applies to itself before it execs rg (``_fork_child.py``)."""
 
 from __future__ import annotations
 
 import logging
 import os
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from fs_search.activities.config import ConfigError
-from fs_search.activities.rg._launch import landlock_abi
-from fs_search.activities.rg._loader import LoaderUnknown, loader_files
+from fs_search.activities.rg._elf_loader import LoaderUnknown, loader_files
+from fs_search.activities.rg._fork_child import landlock_abi
 
 log = logging.getLogger(__name__)
 
-LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_launch.py")
-# The launcher's exit code when it could not apply a restriction (rg did not run).
-LAUNCH_FAILED = 125
-# The launcher is stdlib-only: any of these can run it when the worker's own interpreter
+# What the fork server loads and each of its children runs: the confinement.
+FORK_CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_fork_child.py")
+# A child's exit code when it could not confine itself (rg did not run).
+CONFINEMENT_FAILED = 125
+# The fork server is stdlib-only: any of these can run it when the worker's own interpreter
 # cannot be executed again by its user (e.g. a venv linking into another user's home).
 _SYSTEM_PYTHONS = ("/usr/bin/python3", "/bin/python3", "/usr/local/bin/python3")
 
 
-def launcher_python() -> str:
-    """The interpreter that runs the launcher: this worker's, else the system's."""
+def fork_server_python() -> str:
+    """The interpreter that runs the fork server: this worker's, else the system's."""
     for candidate in (sys.executable, *_SYSTEM_PYTHONS):
         if candidate and os.path.isabs(candidate) and os.access(candidate, os.X_OK):
             return candidate
@@ -44,30 +45,18 @@ class Sandbox:
         memory_mb: rg's address-space limit.
         loader: the files rg's dynamic loader opens (granted one by one, never their
             directories).
-        python: the interpreter that runs the launcher (isolated mode, no site).
+        python: the interpreter that runs the fork server (isolated mode, no site).
     """
 
     landlock_abi: int
     memory_mb: int
     loader: tuple[str, ...] = ()
-    python: str = field(default_factory=launcher_python)
+    python: str = field(default_factory=fork_server_python)
 
     @property
     def name(self) -> Literal["landlock", "none"]:
         """What ``fs_search.tools`` reports: ``"landlock"`` or ``"none"``."""
         return "landlock" if self.landlock_abi else "none"
-
-    def wrap(self, argv: Sequence[str], *, readable: Sequence[int] = ()) -> list[str]:
-        """``argv`` run through the launcher: limited, and confined to reading beneath the
-        directories open as the (inherited) descriptors ``readable``."""
-        options = ["--memory-mb", str(self.memory_mb)]
-        if self.landlock_abi:
-            options += ["--landlock-abi", str(self.landlock_abi)]
-            for fd in readable:
-                options += ["--read-fd", str(fd)]
-            for path in self.loader:
-                options += ["--file", path]
-        return [self.python, "-I", "-S", LAUNCHER, *options, "--", *argv]
 
 
 def sandbox_for(

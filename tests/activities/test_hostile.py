@@ -48,7 +48,8 @@ from fs_search.activities.contract import (
     ToolResult,
 )
 from fs_search.activities.rg._executor import Executor
-from fs_search.activities.rg._sandbox import LAUNCHER, sandbox_for
+from fs_search.activities.rg._fork_client import SERVER
+from fs_search.activities.rg._sandbox import FORK_CHILD, sandbox_for
 from fs_search.activities.search import SearchActivities
 from fs_search.activities.storage import FileSpillStore, Storage
 from fs_search.worker import build_activities
@@ -227,21 +228,14 @@ def shell_guard(monkeypatch) -> ShellGuard:
 
 
 def assert_only_rg_argvs(guard: ShellGuard, acts: SearchActivities) -> None:
-    """Every process started was an argv list running rg (under `timeout`, through the
-    sandbox launcher)."""
+    """Every process a subprocess started was an argv list running rg (directly, or under
+    `timeout`); a sandboxed rg is forked by the fork server, which takes argv only."""
     assert not guard.violations, guard.violations
     rg = acts.rg.path
     for argv in guard.argvs:
         assert isinstance(argv, list | tuple) and all(isinstance(a, str | bytes) for a in argv)
         assert os.path.isabs(argv[0]), argv
         rest = list(argv[3:]) if os.path.basename(argv[0]) == "timeout" else list(argv)
-        if acts.executor.sandbox and rest[:4] == [
-            acts.executor.sandbox.python,
-            "-I",
-            "-S",
-            LAUNCHER,
-        ]:
-            rest = rest[rest.index("--") + 1 :]
         assert rest[0] == rg, argv
 
 
@@ -315,8 +309,9 @@ def assert_no_leak(layout: Layout, root: Path, req, out) -> None:
 
 def host_paths(acts: SearchActivities) -> set[str]:
     """Where the worker is installed and its own temp directories: the interpreter, the venv,
-    site-packages, the package, the launcher, rg (and the launcher's python), the empty
-    directory pattern errors are confirmed in. None of it is the model's business."""
+    site-packages, the package, the fork server and its children's module, rg (and the fork
+    server's python), the empty directory pattern errors are confirmed in. None of it is the
+    model's business."""
     paths = {
         sys.prefix,
         sys.exec_prefix,
@@ -324,7 +319,8 @@ def host_paths(acts: SearchActivities) -> set[str]:
         os.path.realpath(sys.executable),
         sysconfig.get_paths()["purelib"],
         os.path.dirname(fs_search.activities.__file__),
-        LAUNCHER,
+        FORK_CHILD,
+        SERVER,
         "fs-search-empty-",
     }
     if acts.rg.path:
@@ -375,7 +371,7 @@ async def test_hostile_requests_end_in_a_result_or_contract_error_and_never_leak
 async def broken_worker(layout: Layout, tmp_path: Path, rg_bin: str, how: str) -> SearchActivities:
     """Activities over the layout's workspace, then broken: the workspace removed or replaced
     by a file, or rg (a copy, probed fine at start) no longer executable, run directly or
-    under the sandbox launcher."""
+    through the fork server."""
     rg = tmp_path / "rg-bin" / "rg"
     rg.parent.mkdir()
     shutil.copy(rg_bin, rg)

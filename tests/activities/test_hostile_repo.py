@@ -27,9 +27,9 @@ from fs_search.activities.contract import GlobRequest, GrepRequest, GrepResult
 from fs_search.activities.held_root import HeldRoot
 from fs_search.activities.ignore_files import SOME_SKIPPED
 from fs_search.activities.rg import IGNORE_FILES_SKIPPED
+from fs_search.activities.rg._elf_loader import loader_files
 from fs_search.activities.rg._executor import Executor
-from fs_search.activities.rg._launch import landlock_abi
-from fs_search.activities.rg._loader import loader_files
+from fs_search.activities.rg._fork_child import landlock_abi
 from fs_search.activities.rg._sandbox import Sandbox, SandboxUnavailable, sandbox_for
 from tests.helpers import Fifo, Link, write_tree
 

@@ -18,7 +18,7 @@ from temporalio.testing import ActivityEnvironment
 from fs_search.activities.contract import GrepRequest, GrepResult
 from fs_search.activities.ignore_files import PARENTS_SKIPPED, SOME_SKIPPED
 from fs_search.activities.rg import IGNORE_FILES_SKIPPED
-from fs_search.activities.rg._launch import landlock_abi
+from fs_search.activities.rg._fork_child import landlock_abi
 from tests.helpers import Fifo, Link, write_tree
 
 needs_landlock = pytest.mark.skipif(landlock_abi() == 0, reason="this kernel has no Landlock")

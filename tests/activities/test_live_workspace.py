@@ -24,8 +24,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from fs_search.activities.contract import GlobRequest, GlobResult, GrepRequest, GrepResult
-from fs_search.activities.rg._launch import landlock_abi
-from fs_search.activities.rg._loader import loader_files
+from fs_search.activities.rg._elf_loader import loader_files
+from fs_search.activities.rg._fork_child import landlock_abi
 from tests.helpers import Link, write_tree
 
 needs_landlock = pytest.mark.skipif(landlock_abi() == 0, reason="this kernel has no Landlock")

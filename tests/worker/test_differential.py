@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from temporalio.worker import Worker
 
-from fs_search.activities.rg._launch import landlock_abi
+from fs_search.activities.rg._fork_child import landlock_abi
 from fs_search.activities.workspace import VCS_DIRS
 from tests.procs import WorkerProcess
 from tests.real_repo import real_shaped_repo

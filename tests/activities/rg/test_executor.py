@@ -1,4 +1,4 @@
-"""The executor: rg as a process group it always kills, started sandboxed by the launch server
+"""The executor: rg as a process group it always kills, started sandboxed by the fork server
 (or directly, under the `timeout` backstop)."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from fs_search.activities.errors import SearchError
 from fs_search.activities.held_root import HeldRoot
 from fs_search.activities.progress import Progress
 from fs_search.activities.rg._executor import Executor, default_backstop
-from fs_search.activities.rg._launcher import SERVER, LaunchServer
-from fs_search.activities.rg._sandbox import LAUNCHER, Sandbox, sandbox_for
+from fs_search.activities.rg._fork_client import SERVER, ForkServerClient, _options
+from fs_search.activities.rg._sandbox import FORK_CHILD, Sandbox, sandbox_for
 from tests.helpers import sparse_file, write_tree
 from tests.procs import alive, exe_of, group, rg_processes, wait_until
 
@@ -134,9 +134,9 @@ async def test_kill_all_stops_every_running_group(executor, huge, rg_bin):
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def test_rg_leads_its_group_as_a_child_of_the_launch_server(executor, huge, rg_bin):
-    """rg is the only member of its group, forked by the launch server (`python -I -S
-    launch_server.py` with the memory limit, the Landlock ABI and the loader's files), with
+async def test_rg_leads_its_group_as_a_child_of_the_fork_server(executor, huge, rg_bin):
+    """rg is the only member of its group, forked by the fork server (`python -I -S
+    _fork_server.py` with the memory limit, the Landlock ABI and the loader's files), with
     the argv unchanged, the memory limit, and none of the worker's or the server's descriptors."""
     tree = HeldRoot(huge)
     task = asyncio.ensure_future(
@@ -145,11 +145,11 @@ async def test_rg_leads_its_group_as_a_child_of_the_launch_server(executor, huge
     try:
         [(pgid, members)] = await members_when_running(executor, os.path.realpath(rg_bin))
         sandbox = executor.sandbox
-        assert sandbox is not None and executor.launcher is not None
+        assert sandbox is not None and executor.fork_server is not None
         [rg] = members
         assert rg.pid == pgid and rg.cmdline() == grep_argv(rg_bin)
         server = psutil.Process(rg.ppid())
-        assert server.pid == executor.launcher.pid
+        assert server.pid == executor.fork_server.pid
         assert server.cmdline()[:4] == [sandbox.python, "-I", "-S", SERVER]
         assert server.ppid() == os.getpid() and os.getsid(server.pid) == server.pid
         # Beyond 0-2, only what rg itself opened (the file it searches, under the tree).
@@ -164,12 +164,12 @@ async def test_rg_leads_its_group_as_a_child_of_the_launch_server(executor, huge
         await asyncio.gather(task, return_exceptions=True)
 
 
-async def test_the_launch_server_kills_a_group_at_its_deadline(huge, rg_bin):
+async def test_the_fork_server_kills_a_group_at_its_deadline(huge, rg_bin):
     """The backstop: a run nobody stops is SIGKILLed by the server at its deadline."""
-    launcher = LaunchServer(sandbox_for("auto", MEMORY_MB, program=rg_bin))
+    fork_server = ForkServerClient(sandbox_for("auto", MEMORY_MB, program=rg_bin))
     tree = HeldRoot(huge)
     started = time.monotonic()
-    proc = await launcher.spawn(
+    proc = await fork_server.spawn(
         grep_argv(rg_bin), cwd=tree.fd, readable=[tree.fd], env={}, deadline_s=0.5
     )
     try:
@@ -177,20 +177,20 @@ async def test_the_launch_server_kills_a_group_at_its_deadline(huge, rg_bin):
         assert time.monotonic() - started < 5
         assert alive(group(proc.pid)) == []
     finally:
-        launcher.close()
+        fork_server.close()
 
 
 async def test_a_deadline_only_kills_its_own_run(huge, rg_bin):
     """A finished run's deadline passing never kills a later run (whose pidfd may have the
     finished one's number)."""
-    launcher = LaunchServer(sandbox_for("auto", MEMORY_MB, program=rg_bin))
+    fork_server = ForkServerClient(sandbox_for("auto", MEMORY_MB, program=rg_bin))
     tree = HeldRoot(huge)
     try:
-        quick = await launcher.spawn(
+        quick = await fork_server.spawn(
             [rg_bin, "--version"], cwd=tree.fd, readable=[tree.fd], env={}, deadline_s=0.3
         )
         assert await asyncio.wait_for(quick.wait(), 10) == 0
-        slow = await launcher.spawn(
+        slow = await fork_server.spawn(
             grep_argv(rg_bin), cwd=tree.fd, readable=[tree.fd], env={}, deadline_s=60
         )
         await asyncio.sleep(1.0)  # well past the quick run's deadline
@@ -198,10 +198,10 @@ async def test_a_deadline_only_kills_its_own_run(huge, rg_bin):
         os.killpg(slow.pid, 9)
         assert await asyncio.wait_for(slow.wait(), 10) == -9
     finally:
-        launcher.close()
+        fork_server.close()
 
 
-async def test_rg_dies_with_the_launch_server_and_a_new_server_starts(executor, huge, rg_bin):
+async def test_rg_dies_with_the_fork_server_and_a_new_server_starts(executor, huge, rg_bin):
     """SIGKILL to the server (as when the worker is SIGKILLed): its rg dies at once
     (PR_SET_PDEATHSIG), the run ends, and the next run starts a new server."""
     task = asyncio.ensure_future(
@@ -210,8 +210,8 @@ async def test_rg_dies_with_the_launch_server_and_a_new_server_starts(executor, 
         )
     )
     [(_, members)] = await members_when_running(executor, os.path.realpath(rg_bin))
-    assert executor.launcher is not None
-    first = executor.launcher.pid
+    assert executor.fork_server is not None
+    first = executor.fork_server.pid
     assert first is not None
     os.kill(first, 9)
     await asyncio.to_thread(wait_until, lambda: alive(members) == [], 5)
@@ -220,22 +220,20 @@ async def test_rg_dies_with_the_launch_server_and_a_new_server_starts(executor, 
     again = await executor.run(
         [rg_bin, "--version"], cwd=str(huge), timeout_s=10, max_stdout=1 << 20
     )
-    assert again.returncode == 0 and executor.launcher.pid not in (None, first)
+    assert again.returncode == 0 and executor.fork_server.pid not in (None, first)
 
 
-def test_sandbox_wrap_names_the_readable_trees_only_under_landlock():
-    """wrap() puts the launcher, the memory limit and (with Landlock) each readable tree's
-    descriptor and each loader file before ``--`` and the argv unchanged after it."""
+def test_the_fork_server_is_told_the_loader_files_only_under_landlock():
+    """The fork server's options: its parent and socket, the module its children confine
+    themselves with, the memory limit and (with Landlock) the ABI and each loader file; the
+    directory rg may read travels with each run, by descriptor."""
+    head = ["--parent", str(os.getpid()), "--socket", "3", "--child-module", FORK_CHILD]
     with_landlock = Sandbox(landlock_abi=7, memory_mb=64, loader=("/ld", "/libc"), python="/py")
-    assert with_landlock.wrap(["rg", "-e", "--"], readable=[5, 9]) == [
-        "/py", "-I", "-S", LAUNCHER, "--memory-mb", "64", "--landlock-abi", "7",
-        "--read-fd", "5", "--read-fd", "9", "--file", "/ld", "--file", "/libc",
-        "--", "rg", "-e", "--",
+    assert _options(with_landlock) == [
+        *head, "--memory-mb", "64", "--landlock-abi", "7", "--file", "/ld", "--file", "/libc",
     ]  # fmt: skip
     without = Sandbox(landlock_abi=0, memory_mb=64, loader=("/ld",), python="/py")
-    assert without.wrap(["rg"], readable=[5]) == [
-        "/py", "-I", "-S", LAUNCHER, "--memory-mb", "64", "--", "rg",
-    ]  # fmt: skip
+    assert _options(without) == [*head, "--memory-mb", "64"]
 
 
 async def test_rg_sees_none_of_the_workers_environment(tmp_path, rg_bin, monkeypatch):

@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from fs_search.activities.rg._loader import (
+from fs_search.activities.rg._elf_loader import (
     LoaderUnknown,
     interpreter,
     listed_libraries,

@@ -1,14 +1,13 @@
-"""The worker's side of the launch server: rg started by a fork server, not an interpreter.
+"""The worker's side of the fork server (``_fork_server.py``) that starts every sandboxed rg.
 
-One :class:`LaunchServer` per executor starts ``_launch_server.py`` (stdlib only, ``python -I
+One :class:`ForkServerClient` per executor starts the fork server (stdlib only, ``python -I
 -S``) on first use, with ``os.posix_spawn`` (nothing of the multi-threaded worker runs
 between its fork and exec), in its own session, holding one end of a ``SOCK_SEQPACKET``
 socket pair. Each run sends the argv, the environment, the niceness and the budget plus the
 descriptors (rg's stdout and stderr sockets, the directory it runs in, the tree it may read);
-the server forks, confines the child exactly as the per-call launcher did and execs rg,
-answers with the pid (rg's process group), kills the group at the budget (the backstop,
-instead of coreutils ``timeout``), and reports the exit. The worker reads the pipes itself
-and may signal the group at any time.
+the server forks a child, which confines itself (``_fork_child.py``) and execs rg, answers
+with the pid (rg's process group), kills the group at the budget (the backstop), and reports
+the exit. The worker reads the outputs itself and may signal the group at any time.
 
 The server dies with the worker (``PR_SET_PDEATHSIG``, set by the server itself) and its
 children with it; if it exits for any other reason, the runs in flight end (their rg dies
@@ -31,11 +30,11 @@ import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from fs_search.activities.rg._sandbox import LAUNCHER, Sandbox
+from fs_search.activities.rg._sandbox import FORK_CHILD, Sandbox
 
 log = logging.getLogger(__name__)
 
-SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_launch_server.py")
+SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_fork_server.py")
 # Where the server finds its end of the socket pair.
 _SERVER_FD = 3
 _SERVER_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C"}
@@ -51,7 +50,7 @@ class Failure:
     message: str
 
 
-class LaunchError(Exception):
+class ForkError(Exception):
     """rg could not be started (no process to wait for)."""
 
     def __init__(self, failure: Failure) -> None:
@@ -66,7 +65,7 @@ class _Pending:
 
 
 @dataclass(eq=False)
-class Launched:
+class Forked:
     """A process the server started, as the executor reads it (an asyncio ``Process``'s
     ``pid``, ``stdout``, ``stderr``, ``wait()`` and ``returncode``)."""
 
@@ -132,7 +131,7 @@ class _Connection:
         ours.setblocking(False)
         # Reaped by a thread of its own (asyncio's child watchers know only their own).
         threading.Thread(
-            target=_reap, args=(self.pid,), name="fs-search-launch-reaper", daemon=True
+            target=_reap, args=(self.pid,), name="fs-search-fork-server-reaper", daemon=True
         ).start()
         loop.add_reader(ours.fileno(), self._readable)
         weakref.finalize(self, ours.close)
@@ -166,7 +165,7 @@ class _Connection:
         rid = message.get("id")
         pending = self.pending.get(rid) if isinstance(rid, int) else None
         if pending is None or not isinstance(rid, int):
-            log.error("the launch server answered an unknown request: %r", message)
+            log.error("the fork server answered an unknown request: %r", message)
             return
         if "pid" in message:
             pid = message["pid"]
@@ -190,7 +189,7 @@ class _Connection:
         with contextlib.suppress(Exception):
             self.loop.remove_reader(self.sock.fileno())
         self.sock.close()
-        gone = Failure("server", 0, "the launch server exited")
+        gone = Failure("server", 0, "the fork server exited")
         for pending in self.pending.values():
             # A started rg was killed with the server (as if SIGKILLed); one not yet
             # started never will be.
@@ -201,7 +200,7 @@ class _Connection:
                 pending.exit.set_result((-signal.SIGKILL, None if started else gone))
         self.pending.clear()
         log.warning(
-            "the rg launch server (pid %d) exited; a new one starts on the next search", self.pid
+            "the rg fork server (pid %d) exited; a new one starts on the next search", self.pid
         )
 
     def close(self) -> None:
@@ -213,7 +212,7 @@ class _Connection:
             self.sock.close()
 
 
-class LaunchServer:
+class ForkServerClient:
     """Starts rg under ``sandbox`` through one fork server (started on first use, again if
     it exits or the event loop changes)."""
 
@@ -246,12 +245,12 @@ class LaunchServer:
         nice: int = 0,
         limit: int = 2**16,
         pipe_bytes: int = 0,
-    ) -> Launched:
+    ) -> Forked:
         """Start ``argv`` in the directory open as ``cwd``, confined to reading beneath the
         directories open as ``readable``; the group is killed after ``deadline_s``.
 
         Raises:
-            LaunchError: the server could not fork (or has gone).
+            ForkError: the server could not fork (or has gone).
         """
         loop = asyncio.get_running_loop()
         conn = self._connection()
@@ -290,8 +289,8 @@ class LaunchServer:
             for transport in transports:
                 transport.close()
             _, failure = pending.exit.result()
-            raise LaunchError(failure or Failure("spawn", 0, "no process"))
-        return Launched(pid, stdout, stderr, pending.exit, transports)
+            raise ForkError(failure or Failure("spawn", 0, "no process"))
+        return Forked(pid, stdout, stderr, pending.exit, transports)
 
     def close(self) -> None:
         """Stop the server (its children die with it)."""
@@ -324,7 +323,7 @@ def _output_channel(buffer_bytes: int) -> tuple[int, int]:
 
 def _options(sandbox: Sandbox) -> list[str]:
     options = ["--parent", str(os.getpid()), "--socket", str(_SERVER_FD)]
-    options += ["--launch-module", LAUNCHER, "--memory-mb", str(sandbox.memory_mb)]
+    options += ["--child-module", FORK_CHILD, "--memory-mb", str(sandbox.memory_mb)]
     if sandbox.landlock_abi:
         options += ["--landlock-abi", str(sandbox.landlock_abi)]
         for path in sandbox.loader:

@@ -1,26 +1,13 @@
-"""Exec rg under resource limits and a Landlock ruleset (run as a script: stdlib only).
+"""What each child of the fork server applies to itself before it execs rg: resource limits
+and a Landlock ruleset (stdlib only: the fork server, ``_fork_server.py``, loads this file);
+and the kernel's Landlock ABI, probed once by the worker.
 
-Run as ``python -I -S _launch.py [options] -- rg ...``, this process limits itself,
-restricts itself with Landlock and then execs rg in place (same pid, same process group), so
-rg inherits every restriction and nothing of the multi-threaded worker runs between fork and
-exec. The worker's launch server (``_launch_server.py``) loads this file and applies the same
-:func:`limit` and :func:`restrict` in each child it forks, without an interpreter per search.
-
-Options:
-  --memory-mb N       RLIMIT_AS for rg (no core files and no file writes always)
-  --landlock-abi N    restrict with Landlock, using the ABI the worker probed at start-up
-                      (0 or absent: no Landlock ruleset)
-  --read-fd N         under Landlock, rg may read files and list directories beneath the
-                      directory open as descriptor N (inherited from the worker, which holds
-                      the workspace root: never a name looked up again here); may repeat;
-                      none: rg can read nothing but itself and its loader's files
-  --file PATH         under Landlock, rg's loader may read (and map) this one file; may
-                      repeat (the worker lists exactly what rg's loader opens)
-
-Every descriptor above 2 is closed before rg runs.
-
-Exit 125 with one line on stderr when a restriction cannot be applied: rg never runs
-unconfined by accident.
+The fork server builds each search's ruleset before forking (:func:`ruleset`: rg may read
+beneath the directory it searches, held by descriptor, read the files its loader opens and
+run itself; nothing else, and no write anywhere); the child limits itself (:func:`limit`)
+and enforces the ruleset (:func:`enforce`), then execs rg in place (same pid, same process
+group), so rg inherits every restriction and nothing of the multi-threaded worker runs between
+fork and exec.
 """
 
 from __future__ import annotations
@@ -30,7 +17,6 @@ import functools
 import os
 import resource
 import struct
-import sys
 
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
 _CREATE_RULESET_VERSION = 1
@@ -41,12 +27,11 @@ _EXECUTE, _WRITE_FILE, _READ_FILE, _READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
 _FS_RIGHTS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1 << 16) - 1}
 _NET_TCP = (1 << 0) | (1 << 1)  # bind and connect (ABI 4)
 _SCOPES = (1 << 0) | (1 << 1)  # abstract unix sockets and signals (ABI 6)
-_FAILED = 125
 
 
 @functools.cache
 def _libc() -> ctypes.CDLL:
-    # Once per process: a child forked by the launch server inherits it ready to call.
+    # Once per process: a child forked by the fork server inherits it ready to call.
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     return libc
@@ -78,15 +63,9 @@ def _check(libc: ctypes.CDLL, result: int, what: str) -> int:
     return result
 
 
-def restrict(abi: int, readable: list[int], files: list[str], executable: str) -> None:
-    """Restrict this process (and what it execs) to reading beneath the directories open as
-    ``readable``, reading ``files`` and running ``executable``."""
-    enforce(ruleset(abi, readable, files, executable))
-
-
 def ruleset(abi: int, readable: list[int], files: list[str], executable: str) -> int:
     """A Landlock ruleset (its descriptor) allowing only reading beneath the directories
-    open as ``readable``, reading ``files`` and running ``executable``. The launch server
+    open as ``readable``, reading ``files`` and running ``executable``. The fork server
     builds it before forking (in the child, the same work cost ~0.8 ms a search)."""
     libc = _libc()
     handled = _fs_rights(abi)
@@ -159,37 +138,3 @@ def limit(memory_mb: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (size, size))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
-
-
-def main(argv: list[str]) -> None:
-    split = argv.index("--")
-    options, command = argv[:split], argv[split + 1 :]
-    readable: list[int] = []
-    files: list[str] = []
-    memory_mb, abi = 0, 0
-    for flag, value in zip(options[::2], options[1::2], strict=True):
-        if flag == "--read-fd":
-            readable.append(int(value))
-        elif flag == "--file":
-            files.append(value)
-        elif flag == "--memory-mb":
-            memory_mb = int(value)
-        elif flag == "--landlock-abi":
-            abi = int(value)
-        else:
-            raise ValueError(f"unknown option {flag}")
-    if memory_mb:
-        limit(memory_mb)
-    if abi:
-        restrict(abi, readable, files, command[0])
-    # rg keeps nothing of the worker's: the workspace and cwd descriptors are done with.
-    os.closerange(3, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
-    os.execv(command[0], command)
-
-
-if __name__ == "__main__":
-    try:
-        main(sys.argv[1:])
-    except (OSError, ValueError) as e:
-        sys.stderr.write(f"fs-search sandbox: {e}\n")
-        sys.exit(_FAILED)

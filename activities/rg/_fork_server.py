@@ -1,7 +1,7 @@
 """The fork server that starts every sandboxed rg (run as a script: stdlib only).
 
-Started once per executor by :mod:`fs_search.activities.rg._launcher` as
-``python -I -S launch_server.py --parent PID --socket FD --launch-module PATH [options]``,
+Started once per executor by :mod:`fs_search.activities.rg._fork_client` as
+``python -I -S _fork_server.py --parent PID --socket FD --child-module PATH [options]``,
 single-threaded, in its own session. For each request on its Unix socket (a JSON message
 whose descriptors travel with it, ``SCM_RIGHTS``: rg's stdout and stderr sockets, the
 directory it runs in, the tree it may read; the argv follows the JSON line as NUL-separated
@@ -10,9 +10,9 @@ bytes) it forks a child that:
 - makes itself a process group of its own, dies with this server (``PR_SET_PDEATHSIG``),
 - takes the request's niceness, stdin from /dev/null, stdout and stderr from the sockets,
 - changes into the directory (the worker's held descriptor, never a name),
-- limits itself (``sandbox_launch.limit``) and restricts itself with Landlock to reading
-  beneath the tree, exactly as the per-call launcher did (the ruleset built by the server
-  before the fork, ``sandbox_launch.ruleset``; enforced in the child, ``.enforce``),
+- limits itself (``_fork_child.limit``) and restricts itself with Landlock to reading
+  beneath the tree (the ruleset built by the server before the fork,
+  ``_fork_child.ruleset``; enforced in the child, ``_fork_child.enforce``),
 - closes every other descriptor and execs rg with the request's argv and environment.
 
 The server answers ``{"id", "pid"}`` once forked and ``{"id", "exit", "failure"}`` once
@@ -24,7 +24,7 @@ ends) it kills every child's group and exits; the kernel kills it (``PR_SET_PDEA
 if the worker is SIGKILLed, and its children with it.
 
 Options (besides the three above): ``--memory-mb N``, ``--landlock-abi N`` and ``--file
-PATH`` (repeated), as :mod:`sandbox_launch` takes them.
+PATH`` (repeated): the sandbox's settings the child applies.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class _Child:
 
 
 def _load(path: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location("fs_search_sandbox_launch", path)
+    spec = importlib.util.spec_from_file_location("fs_search_fork_child", path)
     if spec is None or spec.loader is None:
         raise OSError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
@@ -77,14 +77,14 @@ class Server:
     def __init__(
         self,
         sock: socket.socket,
-        launch: ModuleType,
+        child: ModuleType,
         *,
         memory_mb: int,
         abi: int,
         files: list[str],
     ) -> None:
         self.sock = sock
-        self.launch = launch
+        self.child = child
         self.memory_mb = memory_mb
         self.abi = abi
         self.files = files
@@ -158,7 +158,7 @@ class Server:
             # Built here, before the fork: in the child (copying the pages Python touches,
             # loading ctypes' functions) the same work took ~0.8 ms a search.
             try:
-                ruleset = self.launch.ruleset(self.abi, readable, self.files, os.fsdecode(argv[0]))
+                ruleset = self.child.ruleset(self.abi, readable, self.files, os.fsdecode(argv[0]))
             except OSError as e:
                 self._send({"id": rid, "exit": None, "failure": ["sandbox", e.errno or 0, str(e)]})
                 return
@@ -214,9 +214,9 @@ class Server:
             os.fchdir(cwd)
             stage = "sandbox"
             if self.memory_mb:
-                self.launch.limit(self.memory_mb)
+                self.child.limit(self.memory_mb)
             if ruleset >= 0:
-                self.launch.enforce(ruleset)
+                self.child.enforce(ruleset)
             # rg keeps nothing of ours: only 0-2 and the status pipe (closed by exec).
             limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
             os.closerange(3, status)
@@ -296,7 +296,7 @@ def main(argv: list[str]) -> None:
             parent = int(value)
         elif flag == "--socket":
             sock_fd = int(value)
-        elif flag == "--launch-module":
+        elif flag == "--child-module":
             module = value
         elif flag == "--memory-mb":
             memory_mb = int(value)
@@ -321,5 +321,5 @@ if __name__ == "__main__":
     try:
         main(sys.argv[1:])
     except (OSError, ValueError) as e:
-        sys.stderr.write(f"fs-search launch server: {e}\n")
+        sys.stderr.write(f"fs-search fork server: {e}\n")
         sys.exit(125)
