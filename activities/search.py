@@ -121,7 +121,7 @@ class SearchActivities:
         self.saver = Saver(storage, self.telemetry, workspace=self.spill_workspace)
         self.running = 0  # this workspace's glob and grep calls in flight
         self.nice_step = nice_step
-        # Whose runs these are, for the executor's fair gate (one per workspace).
+        # Whose runs these are, for the executor's running slots (one per workspace).
         self.key = self.telemetry.workspace_id or str(workspace.root)
         self.host_id = host_id or this_host()
 

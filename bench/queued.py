@@ -5,7 +5,7 @@ scheduled it (the ``ActivityTaskScheduled`` event of the workflow's history, ser
 and when the worker started its rg process group (the group leader's start time in /proc,
 to a clock tick, seen by :class:`procs.ChildWatcher`). The history's ``ActivityTaskStarted``
 splits that wait into the part in Temporal's task queue and the part in the worker (its
-fair gate, plus the activity's checks and path resolution before rg starts).
+running slots, plus the activity's checks and path resolution before rg starts).
 
 Each call greps its own fresh sparse file: a 256 MiB hole that no search has read yet
 takes rg ~0.5 s (the kernel maps it on first read; a second read of it takes ~0.05 s),

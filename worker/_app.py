@@ -221,7 +221,7 @@ def new_worker(
         activities=registered,  # type: ignore[arg-type]
         graceful_shutdown=graceful_shutdown,
         identity=worker_options.pop("identity", None),
-        # Many more than run: the rest wait in the executor's fair gate, heartbeating.
+        # Many more than run: the rest wait in the executor's running slots, heartbeating.
         max_concurrent_activities=activities.config.accepted_searches,
         **worker_options,
     )

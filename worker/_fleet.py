@@ -2,7 +2,7 @@
 
 Each direct subdirectory whose name is a valid workspace id gets its own ``Worker`` on
 ``fs-search/<id>``; all of them share one rg executor, one set of digest helpers, one
-storage and one :class:`~fs_search.worker._slots.FairSlots` activity slot supplier. A scan
+storage and one :class:`~fs_search.worker._held_slots.HeldSlots` activity slot supplier. A scan
 every ``scan_interval`` seconds attaches new directories and detaches vanished ones, and
 re-attaches one whose name now leads to another directory. The root is held open: the scan
 resolves each entry beneath it and records which directory it is, attaching opens the entry
@@ -55,6 +55,7 @@ from fs_search.worker._app import (
     stop_on_signals,
     temporal_worker,
 )
+from fs_search.worker._held_slots import HeldSlots
 from fs_search.worker._host_queue import HostRouter
 from fs_search.worker._queue_owner import (
     ALLOW_SHARED_ENV,
@@ -64,7 +65,6 @@ from fs_search.worker._queue_owner import (
     host_id_from_env,
     identity_for,
 )
-from fs_search.worker._slots import FairSlots
 
 log = logging.getLogger(__name__)
 
@@ -211,7 +211,7 @@ class Fleet:
         )
         # rg runs: at most max_concurrent_searches at once, running_per_workspace of one
         # workspace, granted round-robin between workspaces (the executor's gate).
-        gate = services.executor.gate
+        gate = services.executor.running_slots
         if gate is not None:
             gate.per_key = max(1, min(running_per_workspace, gate.total))
         # Calls taken from Temporal (running or queued in the gate): a share of the
@@ -219,7 +219,7 @@ class Fleet:
         accepted = config.accepted_searches
         self.host_id = owners.host_id if owners else host_id or host_id_from_env()
         self.host_queue = host_queue_for(self.host_id)
-        self.slots = FairSlots(
+        self.held_slots = HeldSlots(
             total=accepted,
             per_workspace=max(running_per_workspace, accepted // ACCEPTED_SHARE),
             shared_queues=frozenset({self.host_queue}),
@@ -234,7 +234,7 @@ class Fleet:
             )
         self.tuner = WorkerTuner.create_composite(
             workflow_supplier=FixedSizeSlotSupplier(1),
-            activity_supplier=self.slots,
+            activity_supplier=self.held_slots,
             local_activity_supplier=FixedSizeSlotSupplier(1),
             nexus_supplier=FixedSizeSlotSupplier(1),
         )
@@ -258,7 +258,7 @@ class Fleet:
         self.router = HostRouter(
             self.host_id,
             self._served,
-            share=min(accepted, max(self.slots.per_workspace, 2 * running_per_workspace)),
+            share=min(accepted, max(self.held_slots.per_workspace, 2 * running_per_workspace)),
         )
         self.owners = owners or QueueOwners(client, self.host_id)
         self.allow_shared = config.allow_shared_queue
@@ -641,8 +641,8 @@ async def serve_root(
             client.namespace,
             services.config.max_concurrent_searches,
             fleet.running_per_workspace,
-            fleet.slots.total,
-            fleet.slots.per_workspace,
+            fleet.held_slots.total,
+            fleet.held_slots.per_workspace,
             fleet.identity,
         )
         log.info(

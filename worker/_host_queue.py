@@ -4,7 +4,7 @@ Per-workspace queues cost the Temporal server a long poll and a few loaded parti
 so they stop at about a thousand workspaces per namespace. A host-routed worker polls one
 queue; every request on it names its workspace (``workspace_id``) and :class:`HostRouter`
 hands it to that workspace's own :class:`SearchActivities` — the same confinement (its held
-root), spills keyed by it, its telemetry, and its key in the executor's fair gate, so a
+root), spills keyed by it, its telemetry, and its key in the executor's running slots, so a
 flooding workspace waits its turn behind a quiet one on the same queue.
 
 A request naming a workspace this host has not attached fails at once, non-retryable

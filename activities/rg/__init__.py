@@ -6,8 +6,8 @@ group, byte cap, deadline, kill on cancel), the sandbox (``_sandbox``: the setti
 files rg's ELF loader opens, ``_elf_loader``), the fork server that starts every sandboxed
 rg (``_fork_server``, a stdlib-only script; ``_fork_client``, the worker's side;
 ``_fork_child``, the confinement each child applies before it execs rg), the FIFO watch
-(``_fifo_watch``), the fair gate (``_gate``), a grep run again without the ignore file that
-stopped it (``_ignore_fallback``) and the outcome (``_outcome``).
+(``_fifo_watch``), the running slots (``_running_slots``), a grep run again without the
+ignore file that stopped it (``_ignore_fallback``) and the outcome (``_outcome``).
 """
 
 from __future__ import annotations

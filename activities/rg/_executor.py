@@ -22,7 +22,7 @@ from fs_search.activities.held_root import HeldRoot
 from fs_search.activities.progress import Progress
 from fs_search.activities.rg._fifo_watch import watch_fifos
 from fs_search.activities.rg._fork_client import Failure, Forked, ForkError, ForkServerClient
-from fs_search.activities.rg._gate import FairGate
+from fs_search.activities.rg._running_slots import RunningSlots
 from fs_search.activities.rg._sandbox import CONFINEMENT_FAILED, Sandbox
 
 log = logging.getLogger(__name__)
@@ -119,8 +119,9 @@ class Executor:
         sandbox: the restrictions (Landlock, limits) of every run; None runs
             the argv directly (tests of the executor itself).
         max_running: process groups running at once (None: no limit). A run beyond it
-            waits (``phase: "queued"``) in a :class:`~fs_search.activities.rg._gate.FairGate`,
-            round-robin between workspaces: however many calls the worker holds, no more
+            waits (``phase: "queued"``) for one of the
+            :class:`~fs_search.activities.rg._running_slots.RunningSlots`, round-robin between
+            workspaces: however many calls the worker holds, no more
             rg groups run than this.
         max_running_per_key: groups one workspace may run at once (default: max_running).
     """
@@ -142,7 +143,7 @@ class Executor:
         self._live: set[_Process] = set()
         self.fork_server = ForkServerClient(sandbox) if sandbox is not None else None
         self.max_running = max_running
-        self.gate = FairGate(max_running, max_running_per_key) if max_running else None
+        self.running_slots = RunningSlots(max_running, max_running_per_key) if max_running else None
 
     @property
     def live_process_groups(self) -> list[int]:
@@ -178,7 +179,7 @@ class Executor:
                 descriptor), and where a FIFO it blocks on may be unblocked; None: nothing
                 beyond the program itself.
             nice: the CPU niceness of the whole process group (0: unchanged).
-            key: whose run this is (the workspace), for the gate's fairness.
+            key: whose run this is (the workspace), for the running slots' fairness.
             queue_s: how long the run may wait for a slot beyond its own budget (the
                 caller's queueing budget); waiting longer than ``queue_s`` eats into
                 ``timeout_s``, and a run that gets a slot runs at most ``timeout_s``.
@@ -188,15 +189,15 @@ class Executor:
                 SEARCH_FAILED (the program could not be started).
             asyncio.CancelledError: after the group was killed.
         """
-        if self.gate is None:
+        if self.running_slots is None:
             return await self._run(argv, cwd, timeout_s, max_stdout, progress, tree, nice)
         waited = time.monotonic()
         wait_s = max(0.0, queue_s) + timeout_s
-        if self.gate.busy(key) and progress is not None:
+        if self.running_slots.busy(key) and progress is not None:
             progress.phase = "queued"
         try:
             async with asyncio.timeout(wait_s):
-                await self.gate.acquire(key)
+                await self.running_slots.acquire(key)
         except TimeoutError:
             raise _over_budget(wait_s, queued=True) from None
         try:
@@ -207,7 +208,7 @@ class Executor:
                 raise _over_budget(wait_s, queued=True)
             return await self._run(argv, cwd, remaining, max_stdout, progress, tree, nice)
         finally:
-            self.gate.release(key)
+            self.running_slots.release(key)
 
     async def _run(
         self,

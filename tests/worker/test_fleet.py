@@ -235,15 +235,15 @@ async def test_a_flooding_workspace_leaves_room_for_a_quiet_one(dev_env, tmp_pat
             )
             for _ in range(8)
         ]
-        gate = fleet.services.executor.gate
+        slots = fleet.services.executor.running_slots
         # The worker takes the whole flood (it holds calls beyond those it runs) ...
-        await _until(lambda: fleet.slots.held(task_queue_for(busy)) > 2)
-        await _until(lambda: gate.running_for(busy) >= 2)
+        await _until(lambda: fleet.held_slots.held(task_queue_for(busy)) > 2)
+        await _until(lambda: slots.running_for(busy) >= 2)
         started = time.monotonic()
         (answer,) = await _calls(dev_env, queue, [(quiet, "grep", {"pattern": "quiet"})])
         quiet_latency = time.monotonic() - started
         # ... and runs at most its per-workspace cap of them at once.
-        assert gate.running_for(busy) <= 2
+        assert slots.running_for(busy) <= 2
         assert len(fleet.services.executor.live_process_groups) <= 2
         for task in flood:
             task.cancel()

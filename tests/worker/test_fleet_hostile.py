@@ -198,8 +198,8 @@ async def test_a_flood_holds_only_its_share_of_a_host_queue(dev_env, tmp_path):
                 task_queue=wq,
             )
         )
-        gate = fleet.services.executor.gate
-        await _until(lambda: gate.running_for("flood") >= 1, 30)
+        slots = fleet.services.executor.running_slots
+        await _until(lambda: slots.running_for("flood") >= 1, 30)
         await asyncio.sleep(2)  # the backlog is queued by now
         started = time.monotonic()
         [quiet] = await dev_env.client.execute_workflow(

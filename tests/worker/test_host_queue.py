@@ -201,15 +201,15 @@ async def test_a_flooding_workspace_cannot_starve_another_on_the_host_queue(dev_
                 )
 
             flood = asyncio.create_task(start("flood", 12))
-            gate = services.executor.gate
+            slots = services.executor.running_slots
             deadline = time.monotonic() + 60
-            while gate.waiting("flood") < 6:  # A's backlog is queued in the worker
+            while slots.waiting("flood") < 6:  # A's backlog is queued in the worker
                 assert time.monotonic() < deadline, "the flood never queued"
                 await asyncio.sleep(0.05)
             started = time.monotonic()
             [quiet] = await start("quiet", 1)
             quiet_s = time.monotonic() - started
-            left = gate.waiting("flood")
+            left = slots.waiting("flood")
             flooded = await flood
     assert not quiet.is_error and all(not r.is_error for r in flooded)
     assert left >= 3, f"the quiet call waited for the flood's backlog ({left} left)"

@@ -1,4 +1,4 @@
-"""FairSlots: the process-wide and per-workspace caps, first come first served, no leaks."""
+"""HeldSlots: the process-wide and per-workspace caps, first come first served, no leaks."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from fs_search.worker._slots import FairSlots, QueuePermit
+from fs_search.worker._held_slots import HeldSlots, QueuePermit
 
 
 @dataclass
@@ -32,20 +32,20 @@ class Release:
     slot_info: object = None
 
 
-async def _reserve(slots: FairSlots, queue: str) -> QueuePermit:
+async def _reserve(slots: HeldSlots, queue: str) -> QueuePermit:
     permit = await asyncio.wait_for(slots.reserve_slot(Reserve(queue)), 1)  # type: ignore[arg-type]
     assert isinstance(permit, QueuePermit)
     return permit
 
 
-async def _pending(slots: FairSlots, queue: str) -> asyncio.Task:
+async def _pending(slots: HeldSlots, queue: str) -> asyncio.Task:
     task = asyncio.create_task(slots.reserve_slot(Reserve(queue)))  # type: ignore[arg-type]
     await asyncio.sleep(0.01)
     return task
 
 
 async def test_a_workspace_holds_at_most_its_share():
-    slots = FairSlots(total=10, per_workspace=2)
+    slots = HeldSlots(total=10, per_workspace=2)
     await _reserve(slots, "a")
     first = await _reserve(slots, "a")
     blocked = await _pending(slots, "a")
@@ -58,7 +58,7 @@ async def test_a_workspace_holds_at_most_its_share():
 
 
 async def test_no_poll_starts_while_every_slot_runs():
-    slots = FairSlots(total=2, per_workspace=4)
+    slots = HeldSlots(total=2, per_workspace=4)
     running = [await _reserve(slots, q) for q in ("a", "b")]
     for permit in running:
         slots.mark_slot_used(Used(permit))  # type: ignore[arg-type]
@@ -73,7 +73,7 @@ async def test_no_poll_starts_while_every_slot_runs():
 
 
 async def test_waiters_are_served_in_arrival_order():
-    slots = FairSlots(total=1, per_workspace=1)
+    slots = HeldSlots(total=1, per_workspace=1)
     first = await _reserve(slots, "a")
     slots.mark_slot_used(Used(first))  # type: ignore[arg-type]
     order: list[str] = []
@@ -93,7 +93,7 @@ async def test_waiters_are_served_in_arrival_order():
 
 
 async def test_a_cancelled_waiter_leaves_no_slot_behind():
-    slots = FairSlots(total=4, per_workspace=1)
+    slots = HeldSlots(total=4, per_workspace=1)
     held = await _reserve(slots, "a")
     waiter = await _pending(slots, "a")
     waiter.cancel()
@@ -106,7 +106,7 @@ async def test_a_cancelled_waiter_leaves_no_slot_behind():
 
 
 async def test_an_empty_poll_gives_its_slot_back():
-    slots = FairSlots(total=1, per_workspace=1)
+    slots = HeldSlots(total=1, per_workspace=1)
     permit = await _reserve(slots, "a")
     slots.release_slot(Release(permit))  # type: ignore[arg-type]
     assert slots.held("a") == 0 and slots.running == 0

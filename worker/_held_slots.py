@@ -1,7 +1,8 @@
-"""Shared, fair activity slots for every workspace queue a worker process polls.
+"""HeldSlots: the calls a worker process holds (taken from Temporal, running or waiting for
+one of the executor's running slots), shared fairly by every workspace queue it polls.
 
 Temporal reserves a slot before each poll and releases it when the task ends (or when the
-poll came back empty). One :class:`FairSlots` is the activity slot supplier of every
+poll came back empty). One :class:`HeldSlots` is the activity slot supplier of every
 ``Worker`` in the process, so:
 
 * a queue never holds more than ``per_workspace`` slots (reserved or running): one busy
@@ -44,7 +45,7 @@ class _Queue:
 
 
 @dataclass
-class FairSlots(CustomSlotSupplier):
+class HeldSlots(CustomSlotSupplier):
     """The process-wide slot supplier (see the module docstring).
 
     Args:
@@ -52,7 +53,7 @@ class FairSlots(CustomSlotSupplier):
         per_workspace: slots one queue may hold at once.
         shared_queues: queues that may hold up to ``total`` (a host queue: all of the host's
             workspaces share it; its router keeps each to its share of held calls, and the
-            executor's gate takes turns between them for running slots).
+            executor's running slots take turns between them).
     """
 
     total: int

@@ -1,4 +1,5 @@
-"""FairGate: at most ``total`` searches run at once, shared fairly between workspaces.
+"""RunningSlots: at most ``total`` searches run rg at once, shared fairly between workspaces
+(the calls a worker holds wait here for one: ``worker/_held_slots.py`` counts those).
 
 A worker takes many more calls than it runs (they wait here, heartbeating "queued", so a
 busy worker is never mistaken for a missing one). Which waiting call runs next is decided
@@ -16,7 +17,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 
-class FairGate:
+class RunningSlots:
     """Slots for running searches, granted round-robin between keys (workspaces).
 
     Args:

@@ -1,4 +1,4 @@
-"""FairGate: the running-search slots a worker shares between workspaces, round-robin."""
+"""RunningSlots: the running-search slots a worker shares between workspaces, round-robin."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from fs_search.activities.rg._gate import FairGate
+from fs_search.activities.rg._running_slots import RunningSlots
 
 
 async def _settle() -> None:
@@ -16,12 +16,12 @@ async def _settle() -> None:
 
 async def test_a_flooding_workspace_waits_its_turn_behind_a_quiet_one() -> None:
     """A has 10 calls waiting; B's one call arriving later runs in the next free slot."""
-    gate = FairGate(total=1)
+    slots = RunningSlots(total=1)
     order: list[str] = []
     release = asyncio.Event()
 
     async def call(key: str, n: int) -> None:
-        async with gate.slot(key):
+        async with slots.slot(key):
             order.append(f"{key}{n}")
             await release.wait()
 
@@ -31,26 +31,26 @@ async def test_a_flooding_workspace_waits_its_turn_behind_a_quiet_one() -> None:
     await _settle()
     quiet = asyncio.create_task(call("b", 0))
     await _settle()
-    assert gate.waiting("a") == 10 and gate.waiting("b") == 1 and order == ["a0"]
+    assert slots.waiting("a") == 10 and slots.waiting("b") == 1 and order == ["a0"]
     release.set()
     await asyncio.gather(first, quiet, *flood)
     assert order[:3] == ["a0", "a1", "b0"], order  # b right after the next of a's turns
-    assert order.index("b0") == 2 and gate.running == 0 and gate.waiting() == 0
+    assert order.index("b0") == 2 and slots.running == 0 and slots.waiting() == 0
 
 
 async def test_keys_alternate_when_both_have_backlogs() -> None:
-    gate = FairGate(total=1)
+    slots = RunningSlots(total=1)
     order: list[str] = []
 
     async def call(key: str) -> None:
-        async with gate.slot(key):
+        async with slots.slot(key):
             order.append(key)
             await asyncio.sleep(0)
 
     hold = asyncio.Event()
 
     async def holder() -> None:
-        async with gate.slot("x"):
+        async with slots.slot("x"):
             await hold.wait()
 
     h = asyncio.create_task(holder())
@@ -64,31 +64,31 @@ async def test_keys_alternate_when_both_have_backlogs() -> None:
 
 
 async def test_one_key_never_runs_more_than_per_key() -> None:
-    gate = FairGate(total=4, per_key=2)
+    slots = RunningSlots(total=4, per_key=2)
     peak: dict[str, int] = {}
     go = asyncio.Event()
 
     async def call(key: str) -> None:
-        async with gate.slot(key):
-            peak[key] = max(peak.get(key, 0), gate.running_for(key))
+        async with slots.slot(key):
+            peak[key] = max(peak.get(key, 0), slots.running_for(key))
             await go.wait()
 
     tasks = [asyncio.create_task(call("a")) for _ in range(6)]
     tasks.append(asyncio.create_task(call("b")))
     await _settle()
-    assert gate.running == 3 and gate.running_for("a") == 2 and gate.running_for("b") == 1
+    assert slots.running == 3 and slots.running_for("a") == 2 and slots.running_for("b") == 1
     go.set()
     await asyncio.gather(*tasks)
-    assert peak == {"a": 2, "b": 1} and gate.running == 0
+    assert peak == {"a": 2, "b": 1} and slots.running == 0
 
 
 async def test_a_cancelled_waiter_gives_up_its_place_and_nothing_leaks() -> None:
-    gate = FairGate(total=1)
+    slots = RunningSlots(total=1)
     go = asyncio.Event()
     ran: list[str] = []
 
     async def call(key: str) -> None:
-        async with gate.slot(key):
+        async with slots.slot(key):
             ran.append(key)
             await go.wait()
 
@@ -103,20 +103,20 @@ async def test_a_cancelled_waiter_gives_up_its_place_and_nothing_leaks() -> None
     await asyncio.gather(holder, after)
     with pytest.raises(asyncio.CancelledError):
         await gone
-    assert ran == ["a", "c"] and gate.running == 0 and gate.waiting() == 0
+    assert ran == ["a", "c"] and slots.running == 0 and slots.waiting() == 0
 
 
 async def test_a_slot_granted_as_the_waiter_is_cancelled_is_passed_on() -> None:
-    gate = FairGate(total=1)
-    await gate.acquire("a")
-    waiting = asyncio.create_task(gate.acquire("b"))
-    then = asyncio.create_task(gate.acquire("c"))
+    slots = RunningSlots(total=1)
+    await slots.acquire("a")
+    waiting = asyncio.create_task(slots.acquire("b"))
+    then = asyncio.create_task(slots.acquire("c"))
     await _settle()
-    gate.release("a")  # grants b's future ...
+    slots.release("a")  # grants b's future ...
     waiting.cancel()  # ... which is cancelled before b runs
     with pytest.raises(asyncio.CancelledError):
         await waiting
     await asyncio.wait_for(then, 5)  # c got the slot b never used
-    assert gate.running == 1 and gate.running_for("c") == 1
-    gate.release("c")
-    assert gate.running == 0
+    assert slots.running == 1 and slots.running_for("c") == 1
+    slots.release("c")
+    assert slots.running == 0
