@@ -40,6 +40,11 @@ log = logging.getLogger(__name__)
 # 0.5 s it was ~0.5 s). Quick searches send none (the first beat waits).
 MAX_HEARTBEAT_THROTTLE = timedelta(seconds=HEARTBEAT_INTERVAL_S)
 PRUNE_INTERVAL_S = 3600.0
+# Under a workspaces root: searches one workspace may run at once, unless configured.
+DEFAULT_PER_WORKSPACE = 4
+# Under a workspaces root, a workspace queue may hold up to 1/HELD_SHARE of the calls the
+# process holds.
+HELD_SHARE = 4
 
 
 def default_workspace_id(workspace: str | os.PathLike[str]) -> str:
@@ -76,9 +81,57 @@ async def probe_rg(executor: Executor, path: str | None) -> RgStatus:
     return RgStatus(path=path, version=version)
 
 
+@dataclass(frozen=True)
+class Capacity:
+    """How many searches a worker process runs and how many calls it holds, and one
+    workspace's share of each (:func:`capacity_plan`).
+
+    Attributes:
+        workspaces_root: the plan of a worker serving a workspaces root (else one workspace).
+        running: rg searches at once, all workspaces together (the executor's running slots).
+        running_per_workspace: rg searches one workspace may run at once.
+        held: calls taken from Temporal at once, running or waiting for a running slot.
+        held_per_workspace: calls one workspace queue may hold (the held slots).
+        host_share: glob and grep calls one workspace may hold of its host's queue.
+    """
+
+    workspaces_root: bool
+    running: int
+    running_per_workspace: int
+    held: int
+    held_per_workspace: int
+    host_share: int
+
+
+def capacity_plan(config: FsSearchConfig, *, workspaces_root: bool = False) -> Capacity:
+    """Pure: the capacity the settings give a worker process.
+
+    One workspace has the process to itself. Under a workspaces root, a workspace runs at
+    most ``max_concurrent_per_workspace`` searches (default :data:`DEFAULT_PER_WORKSPACE`),
+    its queue holds at most that many calls or 1/:data:`HELD_SHARE` of the process's, so one
+    flooding queue leaves room for the others, and of a host queue's calls it holds as many
+    as its own queue may and at least one waiting behind each it runs (so that its next
+    search is ready when one ends, instead of waiting out a retry delay in Temporal)."""
+    running = config.max_concurrent_searches
+    held = config.accepted_searches
+    if not workspaces_root:
+        return Capacity(False, running, running, held, held, held)
+    per_workspace = config.max_concurrent_per_workspace or DEFAULT_PER_WORKSPACE
+    held_per_workspace = max(per_workspace, held // HELD_SHARE)
+    return Capacity(
+        True,
+        running,
+        per_workspace,
+        held,
+        held_per_workspace,
+        host_share=min(held, max(held_per_workspace, 2 * per_workspace)),
+    )
+
+
 @dataclass
 class Services:
-    """What every workspace of a worker process shares: settings, rg, storage, helpers."""
+    """What every workspace of a worker process shares: settings, rg, storage, helpers, and
+    the capacity plan its executor was sized by."""
 
     config: FsSearchConfig
     executor: Executor
@@ -86,6 +139,7 @@ class Services:
     rg: RgStatus
     offload: Offload
     telemetry: SearchTelemetry
+    capacity: Capacity
 
     def activities_for(
         self,
@@ -120,13 +174,24 @@ async def build_services(
     executor: Executor | None = None,
     storage: Storage | None = None,
     telemetry: SearchTelemetry | None = None,
+    workspaces_root: bool = False,
 ) -> Services:
-    """Probe rg and open the storage, once per process."""
+    """Probe rg and open the storage, once per process; the executor's running slots sized
+    by the capacity plan (``workspaces_root``: for a worker serving a workspaces root)."""
+    capacity = capacity_plan(config, workspaces_root=workspaces_root)
+    if workspaces_root and capacity.running_per_workspace >= capacity.running > 1:
+        log.warning(
+            "max_concurrent_per_workspace (%d) is not below max_concurrent_searches (%d): "
+            "one busy workspace can run every search",
+            capacity.running_per_workspace,
+            capacity.running,
+        )
     rg_path = config.rg_path or find_binary("rg")
     executor = executor or Executor(
         backstop=default_backstop(),
         sandbox=sandbox_for(config.sandbox, config.rg_memory_mb, program=rg_path),
-        max_running=config.max_concurrent_searches,
+        max_running=capacity.running,
+        max_running_per_key=capacity.running_per_workspace,
     )
     rg = await probe_rg(executor, rg_path)
     if rg.path is None:
@@ -138,6 +203,7 @@ async def build_services(
         rg,
         Offload(default_processes() if config.parse_processes is None else config.parse_processes),
         telemetry or SearchTelemetry(trace_patterns=config.trace_patterns),
+        capacity,
     )
 
 

@@ -70,9 +70,6 @@ log = logging.getLogger(__name__)
 
 WORKSPACE_ID = re.compile(ID_SYNTAX)
 DEFAULT_SCAN_INTERVAL_S = 2.0
-DEFAULT_PER_WORKSPACE = 4
-# A workspace queue may hold up to 1/ACCEPTED_SHARE of the calls the process takes.
-ACCEPTED_SHARE = 4
 # A refused workspace is checked again after max(when the other host's poller would stop
 # looking live, RETRY_MIN_S doubling per refusal), at most RETRY_MAX_S later.
 RETRY_MIN_S = 10.0
@@ -175,10 +172,10 @@ class Fleet:
 
     Args:
         client: the Temporal client (with FsSearchPlugin).
-        services: what the workspaces share (build_services).
+        services: what the workspaces share (``build_services(..., workspaces_root=True)``:
+            its capacity plan sizes each workspace's share).
         root: the workspaces root directory.
         scan_interval: seconds between scans of the root.
-        per_workspace: slots one workspace may hold (default 4).
         host_id: this host (default ``FS_SEARCH_HOST_ID`` or the host name).
         owners: who checks a queue's pollers (default: a QueueOwners on ``host_id``).
         queues: ``workspace`` (default): one queue per workspace; ``host``: the host's one
@@ -193,45 +190,33 @@ class Fleet:
         root: str | os.PathLike[str],
         *,
         scan_interval: float = DEFAULT_SCAN_INTERVAL_S,
-        per_workspace: int | None = None,
         host_id: str | None = None,
         owners: QueueOwners | None = None,
         queues: QueueMode = "workspace",
     ) -> None:
         if queues not in QUEUE_MODES:
             raise ValueError(f"queues must be one of {', '.join(QUEUE_MODES)} (got {queues!r})")
+        capacity = services.capacity
+        if not capacity.workspaces_root:
+            raise ValueError(
+                "a Fleet shares its services between workspaces: build them with "
+                "build_services(config, workspaces_root=True)"
+            )
         self.queues = queues
         self.client = client
         self.services = services
         self.root = os.fspath(root)
         self.scan_interval = scan_interval
         config = services.config
-        running_per_workspace = (
-            per_workspace or config.max_concurrent_per_workspace or DEFAULT_PER_WORKSPACE
-        )
-        # rg runs: at most max_concurrent_searches at once, running_per_workspace of one
-        # workspace, granted round-robin between workspaces (the executor's gate).
-        gate = services.executor.running_slots
-        if gate is not None:
-            gate.per_key = max(1, min(running_per_workspace, gate.total))
-        # Calls taken from Temporal (running or queued in the gate): a share of the
-        # process's per workspace queue, so one flooding queue leaves room for the others.
-        accepted = config.accepted_searches
         self.host_id = owners.host_id if owners else host_id or host_id_from_env()
         self.host_queue = host_queue_for(self.host_id)
+        # Calls taken from Temporal (running, or waiting for one of the executor's running
+        # slots, which the plan sized): the plan's share per workspace queue.
         self.held_slots = HeldSlots(
-            total=accepted,
-            per_workspace=max(running_per_workspace, accepted // ACCEPTED_SHARE),
+            total=capacity.held,
+            per_workspace=capacity.held_per_workspace,
             shared_queues=frozenset({self.host_queue}),
         )
-        self.running_per_workspace = running_per_workspace
-        if running_per_workspace >= config.max_concurrent_searches > 1:
-            log.warning(
-                "max_concurrent_per_workspace (%d) is not below max_concurrent_searches (%d): "
-                "one busy workspace can run every search",
-                running_per_workspace,
-                config.max_concurrent_searches,
-            )
         self.tuner = WorkerTuner.create_composite(
             workflow_supplier=FixedSizeSlotSupplier(1),
             activity_supplier=self.held_slots,
@@ -252,14 +237,8 @@ class Fleet:
         self._warned: set[str] = set()
         self._check_failing = False
         self.identity = identity_for(self.host_id)
-        # A workspace holds at most its share of the host queue's calls: as many as its own
-        # queue may, and at least one waiting behind each it runs (so that its next search
-        # is ready when one ends, instead of waiting out a retry delay in Temporal).
-        self.router = HostRouter(
-            self.host_id,
-            self._served,
-            share=min(accepted, max(self.held_slots.per_workspace, 2 * running_per_workspace)),
-        )
+        # A workspace holds at most its share of the host queue's calls.
+        self.router = HostRouter(self.host_id, self._served, share=capacity.host_share)
         self.owners = owners or QueueOwners(client, self.host_id)
         self.allow_shared = config.allow_shared_queue
         meter = metrics.get_meter(INSTRUMENTATION)
@@ -639,10 +618,10 @@ async def serve_root(
             escaped(os.path.realpath(root)),
             client.service_client.config.target_host,
             client.namespace,
-            services.config.max_concurrent_searches,
-            fleet.running_per_workspace,
-            fleet.held_slots.total,
-            fleet.held_slots.per_workspace,
+            services.capacity.running,
+            services.capacity.running_per_workspace,
+            services.capacity.held,
+            services.capacity.held_per_workspace,
             fleet.identity,
         )
         log.info(

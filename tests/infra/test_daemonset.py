@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from fs_search.activities.config import FsSearchConfig
-from fs_search.worker._fleet import DEFAULT_PER_WORKSPACE, WORKSPACE_ID, scan_root
+from fs_search.worker._app import DEFAULT_PER_WORKSPACE
+from fs_search.worker._fleet import WORKSPACE_ID, scan_root
 from fs_search.worker._queue_owner import DESCRIBES, HOST_ID_ENV
 from fs_search.worker.cli import build_parser
 from tests.infra.test_infra import (

@@ -106,7 +106,7 @@ async def _fleet(
     queue and client, so a second "host" on the same queues needs its own)."""
     settings.setdefault("sample_over_cap_glob_results", False)
     config = FsSearchConfig.load(getenv=lambda _: None, overrides=settings)
-    services = await build_services(config, storage=local_storage(spill))
+    services = await build_services(config, storage=local_storage(spill), workspaces_root=True)
     fleet = Fleet(
         client or dev_env.client,
         services,

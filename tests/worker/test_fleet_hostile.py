@@ -65,7 +65,7 @@ async def _host_fleet(dev_env, root: Path, spill: Path, *, scan_interval: float,
     """A Fleet over ``root`` serving its host queue, and a workflow worker's queue."""
     settings.setdefault("sample_over_cap_glob_results", False)
     config = FsSearchConfig.load(getenv=lambda _: None, overrides=settings)
-    services = await build_services(config, storage=local_storage(spill))
+    services = await build_services(config, storage=local_storage(spill), workspaces_root=True)
     fleet = Fleet(
         dev_env.client,
         services,

@@ -70,7 +70,9 @@ def _config(**overrides) -> FsSearchConfig:
 
 @contextlib.asynccontextmanager
 async def _fleet(dev_env, root: Path, tmp_path: Path, queues: str, **config) -> AsyncIterator:
-    services = await build_services(_config(**config), storage=local_storage(tmp_path / "spill"))
+    services = await build_services(
+        _config(**config), storage=local_storage(tmp_path / "spill"), workspaces_root=True
+    )
     host = f"host-{uuid.uuid4().hex[:8]}"
     fleet = Fleet(
         dev_env.client,

@@ -36,7 +36,9 @@ async def test_ten_queues_at_once_never_run_more_rg_groups_than_the_cap(dev_env,
             "max_concurrent_per_workspace": 1,
         },
     )
-    services = await build_services(config, storage=local_storage(tmp_path / "spill"))
+    services = await build_services(
+        config, storage=local_storage(tmp_path / "spill"), workspaces_root=True
+    )
     fleet = Fleet(dev_env.client, services, root, scan_interval=0.2)
     stop = asyncio.Event()
     running = asyncio.create_task(fleet.run(stop))

@@ -168,7 +168,7 @@ async def _fleet(dev_env, root: Path, storage: Storage, queues: str) -> AsyncIte
         getenv=lambda _: None,
         overrides={"sample_over_cap_glob_results": False, "grep_max_matches": 1},
     )
-    services = await build_services(config, storage=storage)
+    services = await build_services(config, storage=storage, workspaces_root=True)
     fleet = Fleet(
         dev_env.client,
         services,

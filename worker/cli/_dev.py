@@ -94,7 +94,7 @@ async def run_dev(
         config = FsSearchConfig.load(overrides=overrides)
         telemetry = telemetry_from_env()
         async with telemetry.running():
-            services = await build_services(config)
+            services = await build_services(config, workspaces_root=workspaces_root is not None)
             temporal_client = await connect(
                 address=temporal.address,
                 namespace="default",

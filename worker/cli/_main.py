@@ -185,7 +185,7 @@ async def _worker(args: argparse.Namespace) -> int:
     )
     telemetry = telemetry_from_env()
     async with telemetry.running(), contextlib.AsyncExitStack() as serving:
-        services = await build_services(config)
+        services = await build_services(config, workspaces_root=bool(args.workspaces_root))
         client = await connect(
             address=args.address,
             namespace=args.namespace,
