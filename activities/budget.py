@@ -64,6 +64,9 @@ SAVE_MARGIN_S = 2.0
 RETURN_MARGIN_S = 0.5
 # What a save may take however little of the call's budget is left (rg may have used it all).
 SAVE_FLOOR_S = 1.5
+# What a save (a spill, or a payload-store check) may take at most: a slow store costs the
+# save, never the search (the inline page is returned; the check fails the call once).
+SAVE_TIMEOUT_S = 15.0
 
 
 def budget_s(timeout_ms: int | None, *, cap_ms: int) -> float:

@@ -47,7 +47,13 @@ from fs_search.activities.identity import identity_of
 from fs_search.activities.ignore_files import OutOfTime, Vetted, vet
 from fs_search.activities.progress import Progress, heartbeating, time_left
 from fs_search.activities.rg import Executor, IgnoreFiles, RgRun
-from fs_search.activities.storage import Saver, Storage, directory_owner, spill_workspace
+from fs_search.activities.storage import (
+    Spills,
+    Storage,
+    check_payload_room,
+    directory_owner,
+    spill_workspace,
+)
 from fs_search.activities.telemetry import SearchTelemetry, mark_failed, outcome_of
 from fs_search.activities.workspace import SearchTarget, Workspace, this_host
 
@@ -112,13 +118,13 @@ class SearchActivities:
         self.workspace = workspace
         self.executor = executor
         self.storage = storage
-        self.store = storage.artifacts
+        self.spill_store = storage.spill_store
         self.rg = rg
         self.telemetry = telemetry or SearchTelemetry(trace_patterns=config.trace_patterns)
         self.offload = offload or results.Offload(0)
-        # Whose artifacts this worker writes and read_spill reads (saving.spill_workspace).
+        # Whose artifacts this worker writes and read_spill reads (storage.spill_workspace).
         self.spill_workspace = spill_workspace(self.telemetry.workspace_id, workspace.root)
-        self.saver = Saver(storage, self.telemetry, workspace=self.spill_workspace)
+        self.spills = Spills(storage, self.telemetry, workspace=self.spill_workspace)
         self.running = 0  # this workspace's glob and grep calls in flight
         self.nice_step = nice_step
         # Whose runs these are, for the executor's running slots (one per workspace).
@@ -174,7 +180,7 @@ class SearchActivities:
                     partial=partial,
                 )
             if not req.spill:
-                await self.saver.ready_for(got.payload_bytes(text), call.progress)
+                await check_payload_room(self.storage, got.payload_bytes(text), call.progress)
             return GlobResult(
                 root=target.root,
                 paths=got.shown if req.spill else got.every or [],
@@ -241,7 +247,7 @@ class SearchActivities:
                     note=rg.IGNORE_FILES_SKIPPED if skipped else vetted.note,
                 )
             if not req.spill:
-                await self.saver.ready_for(got.payload_bytes(text), call.progress)
+                await check_payload_room(self.storage, got.payload_bytes(text), call.progress)
             return GrepResult(
                 matches=got.matches(every=not req.spill),
                 total=got.total,
@@ -275,7 +281,7 @@ class SearchActivities:
             glob_cap=cfg.glob_max_results,
             grep_cap=cfg.grep_max_matches,
             line_bytes=cfg.grep_max_line_bytes,
-            read_spill=not self.store.model_readable,
+            read_spill=not self.spill_store.model_readable,
         )
         return ToolsResult(
             available=True,
@@ -300,7 +306,7 @@ class SearchActivities:
             with self.workspace.held() as root:
                 where = identity_of(root.fd)
             self._label("read_spill", where)
-            return await self.store.read(
+            return await self.spill_store.read(
                 req.locator,
                 offset=req.offset,
                 limit=req.limit,
@@ -449,7 +455,7 @@ class SearchActivities:
         if not wanted or artifact is None:
             return None, None, None
         owner = directory_owner(self.spill_workspace, call.workspace.root or "")
-        return await self.saver.spill(tool, call.progress, artifact, owner=owner)
+        return await self.spills.save(tool, call.progress, artifact, owner=owner)
 
     @contextlib.contextmanager
     def _rg_span(self, tool: str, progress: Progress) -> Iterator[Span]:

@@ -305,7 +305,7 @@ class Upkept(Protocol):
 async def maintenance(activities: Upkept) -> AsyncIterator[None]:
     """Background upkeep while a worker runs: check and prune the spill store; at the end,
     kill what is left of rg, stop the helpers, close the storage."""
-    store = activities.storage.artifacts
+    store = activities.storage.spill_store
 
     async def upkeep() -> None:
         try:

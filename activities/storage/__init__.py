@@ -4,8 +4,8 @@
 the backend chosen from the URL in one place (``_storage``); the S3 backend's modules load
 only when a URL needs them (aioboto3 takes half a second to import). Private behind this
 front: the backends (``_files``, ``_s3``, ``_s3_client``), artifact keys and locators
-(``_keys``), the payload store within the attempt's time (``_attempt``) and saving
-(``_saving``: spills that never fail a search, the payload-store check).
+(``_keys``), a workspace's spills (``_spills``: saved, never failing a search) and a large
+result's payload within the call's time (``_payloads``: the room check, the upload).
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from fs_search.activities.storage._files import FileSpillStore, LocalDirectoryDriver
 from fs_search.activities.storage._keys import SpillFailed, SpillKey, directory_owner
-from fs_search.activities.storage._saving import Saver, spill_workspace
+from fs_search.activities.storage._payloads import check_payload_room
+from fs_search.activities.storage._spills import Spills, spill_workspace
 from fs_search.activities.storage._storage import (
     DEFAULT_PAYLOAD_THRESHOLD,
     PayloadDriver,
@@ -50,11 +51,12 @@ __all__ = [
     "PayloadDriver",
     "S3PayloadDriver",
     "S3SpillStore",
-    "Saver",
+    "Spills",
     "SpillFailed",
     "SpillKey",
     "SpillStore",
     "Storage",
+    "check_payload_room",
     "client_kwargs",
     "directory_owner",
     "local_storage",

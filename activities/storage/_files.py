@@ -32,7 +32,6 @@ from fs_search.activities.config import DEFAULT_SPILL_TTL_HOURS
 from fs_search.activities.contract import ErrorCode, ReadSpillResult, SpillRef
 from fs_search.activities.errors import SearchError
 from fs_search.activities.results import Pager, line_count
-from fs_search.activities.storage._attempt import storing_payload
 from fs_search.activities.storage._keys import (
     SpillFailed,
     SpillKey,
@@ -41,6 +40,7 @@ from fs_search.activities.storage._keys import (
     file_url_path,
     not_an_artifact,
 )
+from fs_search.activities.storage._payloads import storing_payload
 
 log = logging.getLogger(__name__)
 

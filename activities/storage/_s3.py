@@ -17,7 +17,6 @@ from temporalio.converter import StorageDriverClaim, StorageDriverStoreContext
 from fs_search.activities.contract import ErrorCode, ReadSpillResult, SpillRef
 from fs_search.activities.errors import SearchError
 from fs_search.activities.results import Pager, line_count
-from fs_search.activities.storage._attempt import storing_payload
 from fs_search.activities.storage._files import READ_BLOCK_BYTES
 from fs_search.activities.storage._keys import (
     SpillFailed,
@@ -26,6 +25,7 @@ from fs_search.activities.storage._keys import (
     expired,
     not_an_artifact,
 )
+from fs_search.activities.storage._payloads import storing_payload
 from fs_search.activities.storage._s3_client import (
     MARKER,
     S3_FAILURES,

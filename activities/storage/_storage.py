@@ -133,44 +133,49 @@ class PayloadDriver(Protocol):
 
 @dataclass
 class Storage:
-    """Both halves of one store: spill artifacts and the payloads Temporal offloads."""
+    """The two stores one URL names: the spill store (complete results, read with the
+    model's read tool or read_spill) and the payload store Temporal offloads large payloads
+    to."""
 
-    artifacts: SpillStore
-    payloads: PayloadDriver
+    spill_store: SpillStore
+    payload_store: PayloadDriver
     payload_threshold: int = DEFAULT_PAYLOAD_THRESHOLD
 
     @classmethod
     def beside(
-        cls, artifacts: SpillStore, *, payload_threshold: int = DEFAULT_PAYLOAD_THRESHOLD
+        cls, spill_store: SpillStore, *, payload_threshold: int = DEFAULT_PAYLOAD_THRESHOLD
     ) -> Storage:
-        """The storage whose payloads live beside ``artifacts`` (see the module docstring)."""
-        if isinstance(artifacts, FileSpillStore):
-            payloads: PayloadDriver = LocalDirectoryDriver(artifacts.directory / "payloads")
+        """The storage whose payload store lives beside ``spill_store`` (see the module
+        docstring)."""
+        if isinstance(spill_store, FileSpillStore):
+            payloads: PayloadDriver = LocalDirectoryDriver(spill_store.directory / "payloads")
         else:
             from fs_search.activities.storage._s3 import S3PayloadDriver, S3SpillStore
 
-            if not isinstance(artifacts, S3SpillStore):
-                raise TypeError(f"no payload store goes with {type(artifacts).__name__}")
-            payloads = S3PayloadDriver(artifacts.bucket, endpoint_url=artifacts.client.endpoint_url)
-        return cls(artifacts, payloads, payload_threshold)
+            if not isinstance(spill_store, S3SpillStore):
+                raise TypeError(f"no payload store goes with {type(spill_store).__name__}")
+            payloads = S3PayloadDriver(
+                spill_store.bucket, endpoint_url=spill_store.client.endpoint_url
+            )
+        return cls(spill_store, payloads, payload_threshold)
 
     def external_storage(self) -> ExternalStorage:
         """Temporal's ExternalStorage over the payload half (for FsSearchPlugin)."""
         return ExternalStorage(
-            drivers=[self.payloads],  # type: ignore[list-item]
+            drivers=[self.payload_store],  # type: ignore[list-item]
             payload_size_threshold=self.payload_threshold,
         )
 
     def describe(self) -> str:
         """A one-line description for logs."""
-        return f"{self.artifacts.describe()} (payloads {self.payloads.describe()})"
+        return f"{self.spill_store.describe()} (payloads {self.payload_store.describe()})"
 
     async def close(self) -> None:
         """Release both halves' connections."""
         try:
-            await self.artifacts.close()
+            await self.spill_store.close()
         finally:
-            await self.payloads.close()
+            await self.payload_store.close()
 
 
 def open_storage(
@@ -198,17 +203,17 @@ def open_storage(
     problem = endpoint_url_problem(s3_endpoint_url) if s3_endpoint_url else None
     if problem:
         raise ConfigError(f"{endpoint_setting}={s3_endpoint_url!r}: {problem}")
-    artifacts: SpillStore
+    spill_store: SpillStore
     if not url:
-        artifacts = FileSpillStore(default_spill_dir(), ttl_hours=ttl_hours)
+        spill_store = FileSpillStore(default_spill_dir(), ttl_hours=ttl_hours)
     elif url.lower().startswith("file:"):
-        artifacts = FileSpillStore.from_url(url, ttl_hours=ttl_hours)
+        spill_store = FileSpillStore.from_url(url, ttl_hours=ttl_hours)
     else:
         # Imported only for S3: aioboto3 takes half a second to import.
         from fs_search.activities.storage._s3 import S3SpillStore
 
-        artifacts = S3SpillStore.from_url(url, endpoint_url=s3_endpoint_url)
-    return Storage.beside(artifacts, payload_threshold=payload_threshold)
+        spill_store = S3SpillStore.from_url(url, endpoint_url=s3_endpoint_url)
+    return Storage.beside(spill_store, payload_threshold=payload_threshold)
 
 
 def storage_for(settings: StorageSettings) -> Storage:

@@ -15,6 +15,7 @@ from fs_search.activities.budget import (
     RETRY_MARGIN,
     SAVE_FLOOR_S,
     SAVE_MARGIN_S,
+    SAVE_TIMEOUT_S,
     budget_s,
     drain_for,
     execution_timeout,
@@ -24,7 +25,6 @@ from fs_search.activities.budget import (
     start_to_close_for,
     window_s,
 )
-from fs_search.activities.storage._saving import SPILL_TIMEOUT_S
 
 NOW = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -101,7 +101,7 @@ def test_every_budget_of_a_second_or_more_leaves_time_to_spill_and_return(timeou
     start_to_close = timeout_ms / 1000 + 5
     left = _left(started_ago=timeout_ms / 1000, start_to_close=start_to_close)
     assert left is not None
-    window = window_s(left, cap_s=SPILL_TIMEOUT_S, margin_s=SAVE_MARGIN_S)
+    window = window_s(left, cap_s=SAVE_TIMEOUT_S, margin_s=SAVE_MARGIN_S)
     assert 0 < window <= left - SAVE_MARGIN_S
 
 

@@ -24,7 +24,7 @@ from fs_search.activities.search import SearchActivities
 from fs_search.activities.storage import FileSpillStore, Storage
 from fs_search.activities.storage._s3 import S3SpillStore
 from fs_search.activities.storage._s3_client import MARKER, client_kwargs
-from fs_search.activities.storage._saving import UNLABELLED, spill_workspace
+from fs_search.activities.storage._spills import UNLABELLED, spill_workspace
 from fs_search.activities.telemetry import SearchTelemetry
 from fs_search.worker import build_services
 from tests.conftest import aws_session

@@ -310,7 +310,7 @@ async def _spill_read(args: argparse.Namespace) -> int:
         return EXIT_TOOL_ERROR
     storage = storage_for(settings)
     try:
-        page = await storage.artifacts.read(req.locator, offset=req.offset, limit=req.limit)
+        page = await storage.spill_store.read(req.locator, offset=req.offset, limit=req.limit)
     except SearchError as e:
         print(f"Error: {e.message} ({_store_read(settings)})", file=sys.stderr)
         return EXIT_TOOL_ERROR

@@ -10,7 +10,7 @@ from temporalio.testing import ActivityEnvironment
 
 from fs_search.activities.storage import SpillKey
 from fs_search.activities.storage._keys import spill_key
-from fs_search.activities.storage._saving import UNLABELLED, spill_workspace
+from fs_search.activities.storage._spills import UNLABELLED, spill_workspace
 from fs_search.activities.telemetry import SearchTelemetry
 from tests.helpers import write_tree
 

@@ -26,23 +26,23 @@ from tests.helpers import write_tree
 
 def test_a_file_url_keeps_payloads_beside_the_artifacts(tmp_path):
     storage = open_storage(f"file://{tmp_path}/spill", ttl_hours=2, payload_threshold=1000)
-    assert isinstance(storage.artifacts, FileSpillStore)
-    assert storage.artifacts.directory == tmp_path / "spill"
-    assert storage.artifacts.ttl_seconds == 2 * 3600
-    assert isinstance(storage.payloads, LocalDirectoryDriver)
-    assert storage.payloads.directory == tmp_path / "spill" / "payloads"
+    assert isinstance(storage.spill_store, FileSpillStore)
+    assert storage.spill_store.directory == tmp_path / "spill"
+    assert storage.spill_store.ttl_seconds == 2 * 3600
+    assert isinstance(storage.payload_store, LocalDirectoryDriver)
+    assert storage.payload_store.directory == tmp_path / "spill" / "payloads"
     (driver,) = storage.external_storage().drivers
-    assert driver is storage.payloads
+    assert driver is storage.payload_store
     assert storage.external_storage().payload_size_threshold == 1000
 
 
 def test_an_s3_url_keeps_payloads_in_the_same_bucket():
     storage = open_storage("s3://bucket-a/spill/x", s3_endpoint_url="http://127.0.0.1:1")
-    assert isinstance(storage.artifacts, S3SpillStore)
-    assert (storage.artifacts.bucket, storage.artifacts.prefix) == ("bucket-a", "spill/x")
-    assert isinstance(storage.payloads, S3PayloadDriver)
-    assert storage.payloads.bucket == "bucket-a"
-    assert storage.payloads.client.endpoint_url == "http://127.0.0.1:1"
+    assert isinstance(storage.spill_store, S3SpillStore)
+    assert (storage.spill_store.bucket, storage.spill_store.prefix) == ("bucket-a", "spill/x")
+    assert isinstance(storage.payload_store, S3PayloadDriver)
+    assert storage.payload_store.bucket == "bucket-a"
+    assert storage.payload_store.client.endpoint_url == "http://127.0.0.1:1"
 
 
 def test_settings_name_the_storage(tmp_path):
@@ -56,8 +56,8 @@ def test_settings_name_the_storage(tmp_path):
     )
     storage = storage_for(config)
     assert storage.payload_threshold == 4096
-    assert isinstance(storage.artifacts, FileSpillStore)
-    assert storage.artifacts.directory == tmp_path
+    assert isinstance(storage.spill_store, FileSpillStore)
+    assert storage.spill_store.directory == tmp_path
 
 
 @pytest.mark.parametrize("url", ["http://x/y", "ftp://host/dir", "s3:///no-bucket", "file://rel"])

@@ -15,8 +15,8 @@ from temporalio.testing import ActivityEnvironment
 
 from fs_search.activities.budget import SAVE_FLOOR_S
 from fs_search.activities.contract import GlobRequest
-from fs_search.activities.storage._attempt import keep_budget, storing_payload
-from fs_search.activities.storage._saving import NO_TIME_TO_SAVE
+from fs_search.activities.storage._payloads import keep_budget, storing_payload
+from fs_search.activities.storage._spills import NO_TIME_TO_SAVE
 from tests.helpers import write_tree
 
 
@@ -36,7 +36,7 @@ async def test_a_spill_with_no_time_left_is_not_tried(tmp_path: Path, make_activ
     r = await env.run(acts.glob, GlobRequest(pattern="*.txt"))
     assert r.spill is None and r.spill_error == NO_TIME_TO_SAVE and len(r.paths) == 3
     assert NO_TIME_TO_SAVE in r.text
-    assert not list(acts.store.directory.rglob("*.txt"))
+    assert not list(acts.spill_store.directory.rglob("*.txt"))
 
 
 async def test_a_kept_budget_bounds_a_payload_upload():

@@ -1,4 +1,5 @@
-"""Saving complete results: spills that never fail a search, and the payload-store check."""
+"""A workspace's spills: each over-cap result saved to the spill store, traced, never failing
+a search (a store that fails or is slow leaves the inline page and ``spill_error``)."""
 
 from __future__ import annotations
 
@@ -11,26 +12,16 @@ import socket
 from opentelemetry.trace import Status, StatusCode
 
 from fs_search.activities import results
-from fs_search.activities.budget import SAVE_MARGIN_S, window_s
+from fs_search.activities.budget import SAVE_MARGIN_S, SAVE_TIMEOUT_S, window_s
 from fs_search.activities.contract import SpillRef
 from fs_search.activities.progress import Progress, time_left
-from fs_search.activities.storage._attempt import (
-    budget_left,
-    keep_budget,
-    payload_failure,
-    reason_of,
-)
 from fs_search.activities.storage._keys import UNNAMED_WORKSPACE, SpillFailed, spill_key
+from fs_search.activities.storage._payloads import budget_left
 from fs_search.activities.storage._storage import Storage
 from fs_search.activities.telemetry import SearchTelemetry
 
 log = logging.getLogger(__name__)
 
-# A spill (or a payload-store check) that takes longer than this is given up on, and one
-# that would outlast the call's budget (by more than SAVE_FLOOR_S) or end within
-# SAVE_MARGIN_S of the attempt's deadline sooner: the inline page is returned (the check
-# fails the call once).
-SPILL_TIMEOUT_S = 15.0
 # spill_error when the attempt had no time left to try the store at all.
 NO_TIME_TO_SAVE = "no time was left in the call to save it"
 
@@ -39,8 +30,8 @@ NO_TIME_TO_SAVE = "no time was left in the call to save it"
 UNLABELLED = "unknown"
 
 
-class Saver:
-    """Saves over-cap results as spill artifacts, traced, and checks the payload store.
+class Spills:
+    """One workspace's spills: over-cap results saved to the spill store, traced.
 
     Args:
         storage: where artifacts (and payloads) go.
@@ -50,12 +41,11 @@ class Saver:
     """
 
     def __init__(self, storage: Storage, telemetry: SearchTelemetry, *, workspace: str) -> None:
-        self.storage = storage
-        self.store = storage.artifacts
+        self.store = storage.spill_store
         self.telemetry = telemetry
         self.workspace = workspace
 
-    async def spill(
+    async def save(
         self,
         tool: str,
         progress: Progress,
@@ -66,12 +56,12 @@ class Saver:
         """Save the complete result; a failing store is reported, never raised.
 
         ``owner``: whose artifact it is (``directory_owner``: the workspace and the directory
-        the call ran in); default the Saver's ``workspace``.
+        the call ran in); default the one these spills were made for.
 
         Bounded by what the call's budget has left (at least ``SAVE_FLOOR_S``), by the
-        running attempt's deadline (less :data:`SAVE_MARGIN_S`, for the page and the
-        result), and by :data:`SPILL_TIMEOUT_S`: a slow store costs the spill, never the
-        search, and never much more than the call's budget."""
+        running attempt's deadline (less ``SAVE_MARGIN_S``, for the page and the result),
+        and by ``SAVE_TIMEOUT_S`` (the budget model's): a slow store costs the spill, never
+        the search, and never much more than the call's budget."""
         progress.phase = "spill"
         with self.telemetry.span(
             "fs_search.spill", **{"fs_search.spill.backend": self.store.backend}
@@ -79,7 +69,7 @@ class Saver:
             ref, error = None, None
             limit = window_s(
                 time_left(),
-                cap_s=SPILL_TIMEOUT_S,
+                cap_s=SAVE_TIMEOUT_S,
                 margin_s=SAVE_MARGIN_S,
                 budget_left_s=budget_left(progress.budget_ends()),
             )
@@ -110,44 +100,6 @@ class Saver:
             locator=ref.locator if ref else None, hint=ref.hint if ref else None, error=error
         )
         return ref, error, note
-
-    async def ready_for(self, estimate: int, progress: Progress) -> None:
-        """Fail once, clearly, when a large result would need a store that is down or full.
-
-        A result over the payload threshold crosses Temporal through external storage; if
-        that store is unreachable or has no room for it, the SDK's upload would fail after
-        the activity returned. The check is bounded like a spill; with no time left for it,
-        the upload itself is bounded by the attempt and fails as clearly
-        (``storage.attempt.storing_payload``). The call's budget end is kept for that
-        upload, which runs after the activity returned.
-        """
-        ends = progress.budget_ends()
-        keep_budget(ends)
-        if estimate < self.storage.payload_threshold:
-            return
-        payloads = self.storage.payloads
-        limit = window_s(
-            time_left(),
-            cap_s=SPILL_TIMEOUT_S,
-            margin_s=SAVE_MARGIN_S,
-            budget_left_s=budget_left(ends),
-        )
-        if limit <= 0:
-            return
-        try:
-            async with asyncio.timeout(limit):
-                await payloads.check(estimate)
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # noqa: BLE001
-            log.warning(
-                "payload store %s cannot take a result of about %d bytes: %s: %s",
-                payloads.describe(),
-                estimate,
-                type(e).__name__,
-                e,
-            )
-            raise payload_failure(estimate, reason_of(e)) from e
 
 
 def _in_our_words(error: Exception) -> str:

@@ -1,11 +1,13 @@
-"""What the running activity attempt allows a store: the time it has left, and its
-payload-store failures as the contract's one non-retryable SEARCH_FAILED.
+"""A large result's payload within the call's time: the payload store checked for room before
+the activity returns (:func:`check_payload_room`), and the upload after it
+(:func:`storing_payload`), both bounded, failing as the contract's one non-retryable
+SEARCH_FAILED in plain words.
 
 A large ``spill: false`` result is stored by Temporal's payload encoding *after* the
 activity function returned, still inside the activity's task (its ``activity.info()`` is
 there). A failure there would otherwise leave as a retryable ``OSError``/``RuntimeError``
 with host detail in its text, and a store that hangs would run the attempt into its
-start-to-close timeout; :func:`storing_payload` bounds it and words it.
+start-to-close timeout.
 """
 
 from __future__ import annotations
@@ -17,14 +19,22 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from temporalio import activity
 
-from fs_search.activities.budget import RETURN_MARGIN_S, window_s
+from fs_search.activities.budget import (
+    RETURN_MARGIN_S,
+    SAVE_MARGIN_S,
+    SAVE_TIMEOUT_S,
+    window_s,
+)
 from fs_search.activities.contract import ErrorCode
 from fs_search.activities.errors import SearchError
-from fs_search.activities.progress import time_left
+from fs_search.activities.progress import Progress, time_left
+
+if TYPE_CHECKING:  # the backends import this module, and _storage imports them
+    from fs_search.activities.storage._storage import Storage
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -106,3 +116,42 @@ async def storing_payload(store: Callable[[], Awaitable[T]], *, size: int, where
             cause,
         )
         raise payload_failure(size, reason).to_application_error() from None
+
+
+async def check_payload_room(storage: Storage, estimate: int, progress: Progress) -> None:
+    """Fail once, clearly, when a large result would need a store that is down or full.
+
+    A result over the payload threshold crosses Temporal through external storage; if
+    that store is unreachable or has no room for it, the SDK's upload would fail after
+    the activity returned. The check is bounded like a spill; with no time left for it,
+    the upload itself is bounded by the attempt and fails as clearly
+    (:func:`storing_payload`). The call's budget end is kept for that
+    upload, which runs after the activity returned.
+    """
+    ends = progress.budget_ends()
+    keep_budget(ends)
+    if estimate < storage.payload_threshold:
+        return
+    payloads = storage.payload_store
+    limit = window_s(
+        time_left(),
+        cap_s=SAVE_TIMEOUT_S,
+        margin_s=SAVE_MARGIN_S,
+        budget_left_s=budget_left(ends),
+    )
+    if limit <= 0:
+        return
+    try:
+        async with asyncio.timeout(limit):
+            await payloads.check(estimate)
+    except asyncio.CancelledError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        log.warning(
+            "payload store %s cannot take a result of about %d bytes: %s: %s",
+            payloads.describe(),
+            estimate,
+            type(e).__name__,
+            e,
+        )
+        raise payload_failure(estimate, reason_of(e)) from e
