@@ -149,7 +149,7 @@ class SearchActivities:
                     span.set_attribute("fs_search.exit_code", run.returncode)
                     # `rg --files` writes no closing message to look for: its exit code
                     # decides; a pattern error is confirmed with the same argv.
-                    partial = await rg.settle(
+                    partial = await rg.check_exit(
                         run,
                         self.executor,
                         complete=True,
@@ -217,7 +217,7 @@ class SearchActivities:
                     span.set_attribute("fs_search.exit_code", run.returncode)
                     # A pattern error is confirmed with the same search, no file operand
                     # and no ignore file (in an empty directory: there is nothing to read).
-                    partial = await rg.settle(
+                    partial = await rg.check_exit(
                         run,
                         self.executor,
                         complete=results.ends_with_summary(run.chunks),

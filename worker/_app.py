@@ -293,8 +293,9 @@ def new_worker(
     )
 
 
-class Upkept(Protocol):
-    """What maintenance looks after: Services, or one workspace's SearchActivities."""
+class Maintained(Protocol):
+    """What :func:`maintenance` looks after (the spill store, rg's groups, the digest helpers):
+    Services, or one workspace's SearchActivities."""
 
     executor: Executor
     storage: Storage
@@ -302,7 +303,7 @@ class Upkept(Protocol):
 
 
 @contextlib.asynccontextmanager
-async def maintenance(activities: Upkept) -> AsyncIterator[None]:
+async def maintenance(activities: Maintained) -> AsyncIterator[None]:
     """Background upkeep while a worker runs: check and prune the spill store; at the end,
     kill what is left of rg, stop the helpers, close the storage."""
     store = activities.storage.spill_store

@@ -22,7 +22,7 @@ from fs_search.activities.rg._command import (
 )
 from fs_search.activities.rg._executor import Executor, RgRun, default_backstop, over_budget
 from fs_search.activities.rg._ignore_fallback import IGNORE_FILES_SKIPPED, grep_past_ignore_files
-from fs_search.activities.rg._outcome import settle
+from fs_search.activities.rg._outcome import check_exit
 from fs_search.activities.rg._sandbox import Sandbox, sandbox_for
 
 __all__ = [
@@ -40,5 +40,5 @@ __all__ = [
     "grep_past_ignore_files",
     "over_budget",
     "sandbox_for",
-    "settle",
+    "check_exit",
 ]

@@ -1,7 +1,7 @@
 """rg's exit mapped to the contract: results, partial results, or the error in our words.
 
 A complaint about a pattern is confirmed by the same search in an empty directory before
-it is quoted (:func:`settle`): an ignore file in the tree makes rg say the same words.
+it is quoted (:func:`check_exit`): an ignore file in the tree makes rg say the same words.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ _INVALID_PATTERN_MARKERS = (
 )
 
 
-async def settle(
+async def check_exit(
     run: RgRun,
     executor: Executor,
     *,
@@ -38,7 +38,8 @@ async def settle(
     pattern: str,
     budget_s: float,
 ) -> bool:
-    """``partial``, or the contract error for rg's exit; rg's stderr is only logged.
+    """rg's exit checked against the contract: whether the results are ``partial``, or the
+    contract error it means; rg's stderr is only logged.
 
     ``complete``: rg's output ended as a finished search; ``clean_argv``: the same search
     with no file operand, where a suspected pattern error is confirmed; ``pattern``: the
