@@ -135,7 +135,7 @@ class FsSearchConfig(StorageSettings):
     # Helper processes that parse large rg outputs so concurrent searches use every core
     # (None: one per core up to 4, none on a single core; 0: parse in a thread).
     parse_processes: int | None = Field(None, ge=0)
-    # Kernel confinement of rg (SPEC section 6): auto = Landlock where the kernel has it,
+    # Kernel confinement of rg (docs/security.md): auto = Landlock where the kernel has it,
     # required = refuse to start without it, off = path checks and limits only.
     sandbox: Literal["auto", "required", "off"] = "auto"
     # rg's address-space limit: a planted huge or endless ignore file cannot exhaust the host.
@@ -147,7 +147,7 @@ class FsSearchConfig(StorageSettings):
     # host's one queue fs-search-host/<host-id> (requests name their workspace), or both.
     queues: Literal["workspace", "host", "both"] = "workspace"
     # Also serve the fs_search Nexus service's handler on this task queue (an endpoint's
-    # target), for callers in other namespaces (SPEC section 9). None: not served.
+    # target), for callers in other namespaces (docs/serving-other-namespaces.md). None: not served.
     nexus_queue: str | None = Field(None, min_length=1, pattern=r"^\S(.*\S)?$")
 
     @property

@@ -355,7 +355,7 @@ GREP_ACTIVITY = "fs_search.grep"
 TOOLS_ACTIVITY = "fs_search.tools"
 READ_SPILL_ACTIVITY = "fs_search.read_spill"
 TASK_QUEUE_PREFIX = "fs-search/"
-# A host-routed worker's one queue (SPEC §7): every request on it names its workspace.
+# A host-routed worker's one queue (docs/workers.md): every request on it names its workspace.
 HOST_QUEUE_PREFIX = "fs-search-host/"
 
 
@@ -419,8 +419,8 @@ class SpillRef(_Model):
 
 
 class WorkspaceRef(_Model):
-    """Which workspace answered, on which host, in which directory (SPEC §3, "Workspace
-    identity").
+    """Which workspace answered, on which host, in which directory
+    (docs/workspace-identity.md).
 
     ``root`` is an opaque identity of the directory the call ran in: the same for the same
     directory, a new value for a directory re-created at the same path. A tool on the same

@@ -14,8 +14,8 @@ from temporalio import activity
 
 from fs_search.activities.budget import remaining_s
 
-# SPEC: the activity heartbeats every <= 0.25 s (the worker's throttle sends at most one
-# per 0.25 s, within the SPEC's <= 0.5 s), so a cancel reaches rg within about 0.3 s.
+# The activity heartbeats every 0.25 s and the worker's throttle sends each beat (the
+# contract promises at most 0.5 s between beats), so a cancel reaches rg within ~0.3 s.
 HEARTBEAT_INTERVAL_S = 0.25
 # While queued: every 2 s, or a third of the heartbeat timeout if that is shorter.
 QUEUED_HEARTBEAT_S = 2.0

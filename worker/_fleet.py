@@ -1,4 +1,4 @@
-"""One worker process for every workspace under a root directory (SPEC §7).
+"""One worker process for every workspace under a root directory (docs/workers.md).
 
 Each direct subdirectory whose name is a valid workspace id gets its own ``Worker`` on
 ``fs-search/<id>``; all of them share one rg executor, one set of digest helpers, one

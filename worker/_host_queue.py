@@ -1,4 +1,5 @@
-"""One queue for a whole host: ``fs-search-host/<host-id>`` (SPEC §7, host-routed queues).
+"""One queue for a whole host: ``fs-search-host/<host-id>`` (docs/workers.md, host-routed
+queues).
 
 Per-workspace queues cost the Temporal server a long poll and a few loaded partitions each,
 so they stop at about a thousand workspaces per namespace. A host-routed worker polls one

@@ -67,7 +67,7 @@ log = logging.getLogger(__name__)
 
 HOST_ID_ENV = "FS_SEARCH_HOST_ID"
 ALLOW_SHARED_ENV = FsSearchConfig.env_name("allow_shared_queue")
-# The same syntax as a workspace id (SPEC section 7).
+# The same syntax as a workspace id.
 HOST_ID = re.compile(ID_SYNTAX)
 IDENTITY_PREFIX = "fs-search-worker"
 

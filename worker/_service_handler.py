@@ -1,4 +1,5 @@
-"""The ``fs_search`` Nexus service's handler: each operation a standalone activity (SPEC §9).
+"""The ``fs_search`` Nexus service's handler: each operation a standalone activity
+(docs/serving-other-namespaces.md).
 
 ``fs-search worker ... --nexus-queue QUEUE`` serves :class:`FsSearchServiceHandler` on
 ``QUEUE`` in the worker's namespace, beside whatever the worker polls (one workspace, a

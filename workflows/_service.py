@@ -1,4 +1,5 @@
-"""FsSearchService: fs-search as a Nexus service, for callers in other namespaces (SPEC §9).
+"""FsSearchService: fs-search as a Nexus service, for callers in other namespaces
+(docs/serving-other-namespaces.md).
 
 A workflow in any namespace of the cluster calls glob/grep through an endpoint (e.g.
 ``fs-search``) whose target is the search namespace's handler queue. Each operation takes the

@@ -2,7 +2,8 @@
 
 Two routes, the same results: activities on the workspace's queue in this namespace (the
 default), or, with ``endpoint``, operations of the Nexus service ``fs_search`` served from
-the search namespace (SPEC §9), each backed there by the same activity.
+the search namespace (docs/serving-other-namespaces.md), each backed there by the same
+activity.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ class IgnoreFiles:
 
     rg runs in the search root and reads the ignore files of every directory it walks and
     of every directory above it: those between the workspace root and the search root must
-    apply (SPEC §6: a file is hidden or shown the same whatever the search root), those
+    apply (a file is hidden or shown the same whatever the search root: docs/security.md), those
     above the workspace must not. rg has no flag to stop at a given directory; what keeps
     it from reading above the workspace is the kernel sandbox (or, without one, the
     worker's check that nothing up there could apply: :mod:`fs_search.activities.ignore_files`).

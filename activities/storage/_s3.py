@@ -165,7 +165,7 @@ class S3PayloadDriver(S3StorageDriver):
         self, context: StorageDriverStoreContext, payloads: Sequence[Payload]
     ) -> list[StorageDriverClaim]:
         """See StorageDriver. In an activity: bounded by the attempt, failing as the
-        contract's SEARCH_FAILED in plain words (``attempt.storing_payload``)."""
+        contract's SEARCH_FAILED in plain words (``_payloads.storing_payload``)."""
         return await storing_payload(
             lambda: super(S3PayloadDriver, self).store(context, payloads),
             size=sum(p.ByteSize() for p in payloads),

@@ -1,4 +1,4 @@
-"""A hostile repository (SPEC §6): planted symlinks, ignore files, VCS metadata and FIFOs.
+"""A hostile repository (docs/security.md): planted symlinks, ignore files, VCS metadata and FIFOs.
 
 Each tree sits next to ``outside/``, whose names and contents carry a canary. Every call
 must end in a result or a contract error, and the canary must never appear in anything the

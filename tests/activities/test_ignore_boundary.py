@@ -1,4 +1,4 @@
-"""Ignore files: the workspace root is the boundary, both ways (SPEC §6, issue 38).
+"""Ignore files: the workspace root is the boundary, both ways (docs/security.md, issue 38).
 
 Every ignore file inside the workspace applies as rg applies it from the workspace root,
 whatever ``path``/``cwd`` the model gives; none above the workspace is ever applied; and no

@@ -1,4 +1,4 @@
-"""A workspace written during the search (SPEC §6 "A live workspace"): symlink swaps race
+"""A workspace written during the search (docs/security.md, "A live workspace"): symlink swaps race
 every search, and nothing outside the workspace is ever read, listed or echoed.
 
 A swapper process exchanges a directory of the workspace with a symlink to a place outside

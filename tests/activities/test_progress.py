@@ -34,7 +34,7 @@ def test_before_rg_starts_its_time_is_zero():
 
 
 def test_the_interval_meets_the_contract():
-    """The activity heartbeats at least every 0.25 s (SPEC section 2)."""
+    """The activity heartbeats at least every 0.25 s (the contract's heartbeat interval)."""
     assert HEARTBEAT_INTERVAL_S <= 0.25
 
 

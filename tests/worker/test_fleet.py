@@ -1,4 +1,4 @@
-"""One worker process for a workspaces root (SPEC §7), on the real dev server with real rg."""
+"""One worker process for a workspaces root (docs/workers.md), on the real dev server with real rg."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Host-routed queues (SPEC §7): one queue ``fs-search-host/<host-id>`` serves every workspace
+"""Host-routed queues (docs/workers.md): one queue ``fs-search-host/<host-id>`` serves every workspace
 of a host; requests name their workspace and get what the workspace queue would give them."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The process cap holds however many queues poll (SPEC §7): never more rg groups at once than
+"""The process cap holds however many queues poll (docs/workers.md): never more rg groups at once than
 ``FS_SEARCH_MAX_CONCURRENT_SEARCHES``; a task delivered beyond it waits in the worker."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Queued is not missing (SPEC §8): a busy worker's calls wait and run; a workspace nothing
+"""Queued is not missing (docs/workflows.md): a busy worker's calls wait and run; a workspace nothing
 serves is reported as such, naming it, within ~10 s by default."""
 
 from __future__ import annotations

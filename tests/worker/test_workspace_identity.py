@@ -1,4 +1,4 @@
-"""The shared workspace proof (SPEC §3, "Workspace identity"; issue 33), through the dev
+"""The shared workspace proof (docs/workspace-identity.md; issue 33), through the dev
 server, real workers and rg: results say which directory they ran in, a call runs in the
 directory the workspace's path names when it starts, and spills belong to that directory —
 on a single worker, a fleet's workspace queues and its host queue, file:// and s3://."""

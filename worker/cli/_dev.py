@@ -2,7 +2,8 @@
 
 The worker also serves the ``fs_search`` Nexus service on ``fs-search-nexus``, behind an
 endpoint ``fs-search`` (the server runs with ``activity.enableCallbacks=true``), so
-workflows in other namespaces of the dev server can call it (SPEC §9)."""
+workflows in other namespaces of the dev server can call it
+(docs/serving-other-namespaces.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The ``fs-search`` command line's arguments (pure argparse; cli.py runs the commands)."""
+"""The ``fs-search`` command line's arguments (pure argparse; ``_main.py`` runs the commands)."""
 
 from __future__ import annotations
 
