@@ -236,12 +236,7 @@ class Executor:
             self._live.discard(proc)
 
     async def _fork(
-        self,
-        argv: Sequence[str],
-        cwd: str | int,
-        timeout_s: float,
-        tree: HeldRoot | None,
-        nice: int,
+        self, argv: Sequence[str], cwd: str | int, budget_s: float, tree: HeldRoot | None, nice: int
     ) -> Forked:
         """Start ``argv`` through the fork server (sandboxed; backstop in the server)."""
         assert self.fork_server is not None
@@ -257,7 +252,7 @@ class Executor:
                 cwd=opened if opened is not None else int(cwd),
                 readable=[tree.fd] if tree else [],
                 env=_SCRUBBED_ENV,
-                deadline_s=max(timeout_s, 0.001) + self._backstop_grace,
+                deadline_s=max(budget_s, 0.001) + self._backstop_grace,
                 nice=nice,
                 limit=_CHUNK,
                 pipe_bytes=_PIPE_BYTES,
@@ -270,19 +265,14 @@ class Executor:
                 os.close(opened)
 
     async def _spawn(
-        self,
-        argv: Sequence[str],
-        cwd: str | int,
-        timeout_s: float,
-        tree: HeldRoot | None,
-        nice: int,
+        self, argv: Sequence[str], cwd: str | int, budget_s: float, tree: HeldRoot | None, nice: int
     ) -> asyncio.subprocess.Process:
         """Start ``argv`` directly (no sandbox), under the backstop when there is one."""
         full = list(argv)
         inherit = [fd for fd in (cwd, tree.fd if tree else None) if isinstance(fd, int)]
         run_in = f"/proc/self/fd/{cwd}" if isinstance(cwd, int) else cwd
         if self._backstop:
-            budget = max(timeout_s, 0.001) + self._backstop_grace
+            budget = max(budget_s, 0.001) + self._backstop_grace
             full = [self._backstop, "--signal=KILL", f"{budget:.3f}s", *full]
         try:
             proc = await asyncio.create_subprocess_exec(
