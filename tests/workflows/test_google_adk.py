@@ -40,12 +40,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.exceptions import ApplicationError
 from temporalio.google_adk import GoogleAdkPlugin
 from temporalio.worker import Replayer, Worker
 
 from fs_search.worker import new_worker
 from fs_search.worker.testing import search_worker, time_skipping_env
-from fs_search.workflows import FsSearchTools, task_queue_for
+from fs_search.workflows import ErrorCode, FsSearchTools, ToolError, task_queue_for
 from fs_search.workflows.google_adk import FsSearchTool, function_tools, instructions
 from tests.helpers import sparse_file, write_tree
 from tests.workflows.agent_frameworks import (
@@ -303,6 +304,22 @@ def test_a_worker_without_rg_offers_no_tools_and_a_warning(caplog):
     assert function_tools(FsSearchTools("ws"), no_rg) == []
     assert instructions(no_rg) == ""
     assert any("ripgrep is not available" in r.getMessage() for r in caplog.records)
+
+
+def test_function_tools_raise_when_no_worker_answered():
+    """The adapter kit's one policy, in ADK's own environment: a catalogue no worker answered
+    raises the non-retryable SEARCH_FAILED naming the workspace."""
+    unserved = canned_catalogue(
+        available=False,
+        tools=[],
+        system_prompt=[],
+        reason="no fs-search worker is serving workspace 'ws': nothing polls its task queue",
+        error=ToolError(name="SearchError", code=ErrorCode.SEARCH_FAILED),
+    )
+    with pytest.raises(ApplicationError) as info:
+        function_tools(FsSearchTools("ws"), unserved)
+    assert info.value.type == "SEARCH_FAILED" and info.value.non_retryable
+    assert info.value.message.startswith("no fs-search worker is serving workspace 'ws'")
 
 
 def test_the_core_import_does_not_need_the_extra():
