@@ -89,19 +89,25 @@ LIVENESS_TIMEOUT = timedelta(seconds=15)
 # A Nexus operation's own deadline beyond its backing activity's: the activity's timeouts
 # fire first and say which one it was.
 NEXUS_MARGIN = timedelta(seconds=30)
-# How long a call a host queue handed back (WORKSPACE_BUSY, its retries spent) waits before
-# it is scheduled again.
+# How long a call a host queue handed back (WORKSPACE_BUSY: its workspace held its share of
+# the host) waits before it is scheduled again.
 HANDED_BACK_PAUSE = timedelta(seconds=2)
+# The priority a handed-back call is scheduled again with (Temporal's lowest; new calls have
+# the default, 3): it waits behind every other workspace's new calls on the host queue, so a
+# flood cycling through the queue never stands between a quiet workspace and the worker.
+HANDED_BACK_PRIORITY = 5
 
 
 def with_contract_codes(policy: RetryPolicy) -> RetryPolicy:
-    """``policy`` with the contract's codes and PayloadsTooLarge added as non-retryable.
+    """``policy`` with the contract's codes and PayloadsTooLarge added as non-retryable, and
+    WORKSPACE_BUSY: a call a host queue hands back comes back to the caller at once, which
+    schedules it again behind other workspaces' calls (:data:`HANDED_BACK_PRIORITY`).
 
     A caller's own policy is merged, not trusted to list them: a contract error retried
     would only fail again.
     """
     own = list(policy.non_retryable_error_types or [])
-    missing = [t for t in NON_RETRYABLE_ERROR_TYPES if t not in own]
+    missing = [t for t in [*NON_RETRYABLE_ERROR_TYPES, WORKSPACE_BUSY] if t not in own]
     if not missing:
         return policy
     return dataclasses.replace(policy, non_retryable_error_types=own + missing)
@@ -189,10 +195,15 @@ class FsSearchTools:
         self._catalogue: ToolsResult | None = None
 
     def activity_config(
-        self, summary: str | None = None, *, queue_left: timedelta | None = None
+        self,
+        summary: str | None = None,
+        *,
+        queue_left: timedelta | None = None,
+        handed_back: bool = False,
     ) -> workflow.ActivityConfig:
         """The options every call is scheduled with (``queue_left``: what remains of the
-        queueing budget, default all of it)."""
+        queueing budget, default all of it; ``handed_back``: a host queue handed the call
+        back, and it is scheduled again at :data:`HANDED_BACK_PRIORITY`)."""
         left = self.queue_timeout if queue_left is None else max(queue_left, timedelta(0))
         start_to_close = self.start_to_close_timeout or start_to_close_for(left, self.timeout_ms)
         config = workflow.ActivityConfig(
@@ -207,8 +218,12 @@ class FsSearchTools:
             config["summary"] = summary
         if self.host is not None:
             # One host queue serves many workspaces: a server with task-queue fairness
-            # dispatches them round-robin (the priority itself stays the workflow's).
-            config["priority"] = Priority(fairness_key=fairness_key_for(self.workspace_id))
+            # dispatches them round-robin (the priority itself stays the workflow's, but for
+            # a call handed back, which waits behind every new one).
+            config["priority"] = Priority(
+                priority_key=HANDED_BACK_PRIORITY if handed_back else None,
+                fairness_key=fairness_key_for(self.workspace_id),
+            )
         return config
 
     # --- model tool calls ------------------------------------------------------------
@@ -382,6 +397,7 @@ class FsSearchTools:
         if self.endpoint is not None:
             return await self._execute_nexus(activity_name, arg, result_type, summary)
         first = workflow.now()
+        handed = 0  # times a host queue handed the call back (then: behind others' calls)
         while True:
             left = self.queue_timeout - (workflow.now() - first)
             args = [] if arg is None else [arg]
@@ -390,7 +406,9 @@ class FsSearchTools:
                     activity_name,
                     args=args,
                     result_type=result_type,
-                    **self.activity_config(summary=summary, queue_left=left),
+                    **self.activity_config(
+                        summary=summary, queue_left=left, handed_back=handed > 0
+                    ),
                 )
             except (ActivityError, asyncio.CancelledError) as e:
                 if _workflow_cancelled():
@@ -398,6 +416,7 @@ class FsSearchTools:
                 if handed_back(e):
                     # Its workspace holds its share of the host: wait off the queue a moment
                     # (a flood's calls cycling through the queue would delay everyone's).
+                    handed += 1
                     left = self.queue_timeout - (workflow.now() - first)
                     if left > timedelta(0):
                         await workflow.sleep(min(HANDED_BACK_PAUSE, left))
@@ -428,11 +447,13 @@ class FsSearchTools:
         operation = OPERATION_OF_ACTIVITY[activity_name]
         first = workflow.now()
         check = False
+        handed = 0
         while True:
             call = self._service_call(
                 activity_name, arg, queue_left=self.queue_timeout - (workflow.now() - first)
             )
             call.check_queue = check
+            call.handed_back = handed > 0
             timeout_ms = getattr(call.request, "timeout_ms", None) or self.timeout_ms
             backing = BackingOptions.of(call, timeout_ms=timeout_ms)
             try:
@@ -449,6 +470,7 @@ class FsSearchTools:
                     raise
                 if handed_back(e):
                     # As on the activity route: off the queue a moment, then again.
+                    handed += 1
                     left = self.queue_timeout - (workflow.now() - first)
                     if left > timedelta(0):
                         await workflow.sleep(min(HANDED_BACK_PAUSE, left))
