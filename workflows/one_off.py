@@ -77,13 +77,13 @@ class FsSearchClient(FsSearchTools):
     The same ``ToolResult``s as ``FsSearchTools`` (the catalogue's ``tools()`` the same
     ``ToolsResult`` as ``FsSearchTools.catalogue()``), and ``call(name, arguments)`` for a
     model's tool call. The client needs ``FsSearchPlugin`` (the pydantic converter).
+    ``cwd``, ``timeout_ms``, ``spill``, ``task_queue``, the timeouts and ``retry_policy``
+    mean what they mean for ``FsSearchTools``.
 
     Args:
         client: a client of the search workers' namespace, with ``FsSearchPlugin``.
         workspace_id: the workspace whose worker runs the searches.
         host: the host serving it on its host queue (``fs-search-host/<host>``).
-        cwd, timeout_ms, spill, task_queue, start_to_close_timeout, heartbeat_timeout,
-        schedule_to_start_timeout, queue_timeout, retry_policy: as for ``FsSearchTools``.
         cancel_wait: how long a cancelled call waits for its activity to close (rg gone).
     """
 
