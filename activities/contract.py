@@ -364,6 +364,11 @@ HOST_QUEUE_PREFIX = "fs-search-host/"
 # short delay, then scheduled again by FsSearchTools within its queueing budget), so one
 # workspace's backlog never fills the host's slots ahead of another workspace's call.
 WORKSPACE_BUSY = "FS_SEARCH_WORKSPACE_BUSY"
+# The priority a call handed back (WORKSPACE_BUSY) is scheduled again with: Temporal's lowest
+# (new calls have the default, 3), so it waits behind every other workspace's new calls on
+# the host queue and a flood cycling through the queue never stands between a quiet
+# workspace and the worker.
+HANDED_BACK_PRIORITY = 5
 
 
 def fairness_key_for(workspace_id: str) -> str:

@@ -124,6 +124,11 @@ def make_workspace(path: Path, *, small: int = 10) -> None:
         (path / f"f{i}.txt").write_text("alpha needle beta\n" if i == 0 else "nothing here\n")
 
 
+def flood_queue(queue: str) -> str:
+    """The workflow queue of the flooding tenant's agent workflows (see :func:`main`)."""
+    return f"{queue}-flood"
+
+
 async def grep_latency(
     client: Client, queue: str, workspace_id: str, pattern: str, host: str | None = None
 ) -> float:
@@ -185,7 +190,15 @@ class Bench:
         return await grep_latency(self.client, self.queue, workspace_id, pattern)
 
 
-ROWS = ("idle", "attach", "latency", "fairness", "host-fairness", "processes")
+ROWS = (
+    "idle",
+    "attach",
+    "latency",
+    "fairness",
+    "host-fairness",
+    "sustained-fairness",
+    "processes",
+)
 
 
 async def main() -> int:
@@ -234,7 +247,13 @@ async def main() -> int:
             workers,
             tmp / "root",
         )
-        async with Worker(client, task_queue=queue, workflows=WORKFLOWS):
+        # The flooding tenant's agent workflows run on a workflow worker of their own (as
+        # another tenant's would), so its calls handed back by a host queue cost the quiet
+        # tenant's workflows nothing on the caller's side.
+        async with (
+            Worker(client, task_queue=queue, workflows=WORKFLOWS),
+            Worker(client, task_queue=flood_queue(queue), workflows=WORKFLOWS),
+        ):
             for name in ROWS:
                 if name in chosen:
                     if name == "processes":
@@ -378,31 +397,41 @@ HOST_LIMITS = {
 
 async def host_fairness_row(bench: Bench) -> list[Row]:
     """The fairness row on one host queue, at small limits (the flood far exceeds them)."""
-    root = bench.tmp / "host-root"
+    return [await _sustained_fairness(bench, host=True)]
+
+
+async def sustained_fairness_row(bench: Bench) -> list[Row]:
+    """The host row's flood and limits on per-workspace queues: the same process and cores,
+    each workspace on its own queue — what the host queue is held against."""
+    return [await _sustained_fairness(bench, host=False)]
+
+
+async def _sustained_fairness(bench: Bench, *, host: bool) -> Row:
+    root = bench.tmp / ("host-root" if host else "sustained-root")
     make_workspace(root / "quiet")
     make_busy(root / "busy")
-    host = f"bench-{uuid.uuid4().hex[:6]}"
-    args = ("--workspaces-root", str(root), "--queues", "host", "--host-id", host)
-    worker = bench.start("host-fleet", *args, env=HOST_LIMITS)
+    host_id = f"bench-{uuid.uuid4().hex[:6]}"
+    queues = "host" if host else "workspace"
+    args = ("--workspaces-root", str(root), "--queues", queues, "--host-id", host_id)
+    worker = bench.start(f"{queues}-fleet", *args, env=HOST_LIMITS)
     try:
         await worker.wait_for("attached workspace busy")
         await worker.wait_for("attached workspace quiet")
-        await worker.wait_for("serving host queue")
+        if host:
+            await worker.wait_for("serving host queue")
         limits = ", ".join(
             f"{k.removeprefix('FS_SEARCH_').lower()}={v}" for k, v in HOST_LIMITS.items()
         )
-        return [
-            await _fairness(
-                bench,
-                worker,
-                "host-queue fairness ratio",
-                quiet="quiet",
-                busy="busy",
-                host=host,
-                note=f"host queue, {limits}",
-                sustained=True,
-            )
-        ]
+        return await _fairness(
+            bench,
+            worker,
+            "host-queue fairness ratio" if host else "workspace-queue fairness ratio, sustained",
+            quiet="quiet",
+            busy="busy",
+            host=host_id if host else None,
+            note=f"{queues} queues, {limits}",
+            sustained=True,
+        )
     finally:
         bench.stop(worker)
 
@@ -438,7 +467,10 @@ async def _fairness(
     async def flooder() -> None:
         while True:
             [result] = await bench.client.execute_workflow(
-                CallsWorkflow.run, flood_spec, id=f"flood-{uuid.uuid4()}", task_queue=bench.queue
+                CallsWorkflow.run,
+                flood_spec,
+                id=f"flood-{uuid.uuid4()}",
+                task_queue=flood_queue(bench.queue),
             )
             if result.is_error:
                 failed.append(result.text)
@@ -514,6 +546,7 @@ ROW_FUNCTIONS = {
     "latency": latency_row,
     "fairness": fairness_row,
     "host-fairness": host_fairness_row,
+    "sustained-fairness": sustained_fairness_row,
 }
 
 

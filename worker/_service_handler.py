@@ -46,9 +46,11 @@ from fs_search.activities.budget import BackingOptions
 from fs_search.activities.contract import (
     GLOB_ACTIVITY,
     GREP_ACTIVITY,
+    HANDED_BACK_PRIORITY,
     NON_RETRYABLE_ERROR_TYPES,
     READ_SPILL_ACTIVITY,
     TOOLS_ACTIVITY,
+    WORKSPACE_BUSY,
     ErrorCode,
     GlobResult,
     GrepResult,
@@ -188,13 +190,18 @@ class FsSearchServiceHandler:
                 schedule_to_start_timeout=backing.schedule_to_start,
                 schedule_to_close_timeout=backing.schedule_to_close,
                 heartbeat_timeout=backing.heartbeat_timeout,
+                # A call the host queue hands back (WORKSPACE_BUSY) returns to the caller,
+                # which starts it again behind other workspaces' calls.
                 retry_policy=RetryPolicy(
                     maximum_attempts=backing.max_attempts,
-                    non_retryable_error_types=NON_RETRYABLE_ERROR_TYPES,
+                    non_retryable_error_types=[*NON_RETRYABLE_ERROR_TYPES, WORKSPACE_BUSY],
                 ),
                 summary=summary,
                 # On a host queue, the worker hands calls out round-robin by workspace.
-                priority=Priority(fairness_key=fairness_key_for(call.workspace_id))
+                priority=Priority(
+                    priority_key=HANDED_BACK_PRIORITY if call.handed_back else None,
+                    fairness_key=fairness_key_for(call.workspace_id),
+                )
                 if call.host is not None
                 else Priority.default,
             )

@@ -134,9 +134,10 @@ class FsSearchClient(FsSearchTools):
         if not self.standalone:
             return await self._via_workflow(activity_name, arg, result_type)
         first = time.monotonic()
+        handed = 0  # times a host queue handed the call back (then: behind others' calls)
         while True:
             left = self.queue_timeout - timedelta(seconds=time.monotonic() - first)
-            config = self.activity_config(summary=summary, queue_left=left)
+            config = self.activity_config(summary=summary, queue_left=left, handed_back=handed > 0)
             start_to_close = config.get("start_to_close_timeout")
             assert start_to_close is not None  # activity_config always sets it
             try:
@@ -170,6 +171,7 @@ class FsSearchClient(FsSearchTools):
                 cause = e.cause
                 if handed_back(e):
                     # Its workspace holds its share of the host queue: again, shortly.
+                    handed += 1
                     left = self.queue_timeout - timedelta(seconds=time.monotonic() - first)
                     if left > timedelta(0):
                         await asyncio.sleep(min(HANDED_BACK_PAUSE, left).total_seconds())

@@ -54,7 +54,8 @@ class Where(BaseModel):
     The ``*_ms`` fields and ``max_attempts`` are the caller's activity options (None: the
     default); ``check_queue`` asks the handler to check that a worker polls the queue
     before it starts the activity (the caller sets it after a call no worker took within
-    the schedule-to-start timeout: the caller's namespace cannot ask).
+    the schedule-to-start timeout: the caller's namespace cannot ask); ``handed_back`` says
+    a host queue handed the call back (WORKSPACE_BUSY) and it starts again at low priority.
     """
 
     model_config = ConfigDict(extra="ignore")
@@ -66,6 +67,8 @@ class Where(BaseModel):
     heartbeat_timeout_ms: int | None = None
     max_attempts: int | None = None
     check_queue: bool = False
+    # The host queue handed the call back before: it is started again behind others' calls.
+    handed_back: bool = False
 
     def task_queue(self) -> str:
         """The queue the backing activity runs on."""

@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         DEFAULT_TIMEOUT_MS,
         GLOB_ACTIVITY,
         GREP_ACTIVITY,
+        HANDED_BACK_PRIORITY,
         MAX_READ_SPILL_LINES,
         NON_RETRYABLE_ERROR_TYPES,
         READ_SPILL_ACTIVITY,
@@ -85,19 +86,21 @@ DEFAULT_RETRY_POLICY = RetryPolicy(
 # The scheduling defaults and the start-to-close formula are the budget model's
 # (activities/budget.py), shared with the worker and the Nexus handler.
 LIVENESS_TIMEOUT = timedelta(seconds=15)
-# How long a call a host queue handed back (WORKSPACE_BUSY, its retries spent) waits before
-# it is scheduled again.
+# How long a call a host queue handed back (WORKSPACE_BUSY: its workspace held its share of
+# the host) waits before it is scheduled again.
 HANDED_BACK_PAUSE = timedelta(seconds=2)
 
 
 def with_contract_codes(policy: RetryPolicy) -> RetryPolicy:
-    """``policy`` with the contract's codes and PayloadsTooLarge added as non-retryable.
+    """``policy`` with the contract's codes and PayloadsTooLarge added as non-retryable, and
+    WORKSPACE_BUSY: a call a host queue hands back comes back to the caller at once, which
+    schedules it again behind other workspaces' calls (:data:`HANDED_BACK_PRIORITY`).
 
     A caller's own policy is merged, not trusted to list them: a contract error retried
     would only fail again.
     """
     own = list(policy.non_retryable_error_types or [])
-    missing = [t for t in NON_RETRYABLE_ERROR_TYPES if t not in own]
+    missing = [t for t in [*NON_RETRYABLE_ERROR_TYPES, WORKSPACE_BUSY] if t not in own]
     if not missing:
         return policy
     return dataclasses.replace(policy, non_retryable_error_types=own + missing)
@@ -185,10 +188,15 @@ class FsSearchTools:
         self._catalogue: ToolsResult | None = None
 
     def activity_config(
-        self, summary: str | None = None, *, queue_left: timedelta | None = None
+        self,
+        summary: str | None = None,
+        *,
+        queue_left: timedelta | None = None,
+        handed_back: bool = False,
     ) -> workflow.ActivityConfig:
         """The options every call is scheduled with (``queue_left``: what remains of the
-        queueing budget, default all of it)."""
+        queueing budget, default all of it; ``handed_back``: a host queue handed the call
+        back, and it is scheduled again at :data:`HANDED_BACK_PRIORITY`)."""
         left = self.queue_timeout if queue_left is None else max(queue_left, timedelta(0))
         start_to_close = self.start_to_close_timeout or start_to_close_for(left, self.timeout_ms)
         config = workflow.ActivityConfig(
@@ -203,8 +211,12 @@ class FsSearchTools:
             config["summary"] = summary
         if self.host is not None:
             # One host queue serves many workspaces: a server with task-queue fairness
-            # dispatches them round-robin (the priority itself stays the workflow's).
-            config["priority"] = Priority(fairness_key=fairness_key_for(self.workspace_id))
+            # dispatches them round-robin (the priority itself stays the workflow's, but for
+            # a call handed back, which waits behind every new one).
+            config["priority"] = Priority(
+                priority_key=HANDED_BACK_PRIORITY if handed_back else None,
+                fairness_key=fairness_key_for(self.workspace_id),
+            )
         return config
 
     # --- model tool calls ------------------------------------------------------------
@@ -378,6 +390,7 @@ class FsSearchTools:
         if self.endpoint is not None:
             return await self._execute_nexus(activity_name, arg, result_type, summary)
         first = workflow.now()
+        handed = 0  # times a host queue handed the call back (then: behind others' calls)
         while True:
             left = self.queue_timeout - (workflow.now() - first)
             args = [] if arg is None else [arg]
@@ -386,7 +399,9 @@ class FsSearchTools:
                     activity_name,
                     args=args,
                     result_type=result_type,
-                    **self.activity_config(summary=summary, queue_left=left),
+                    **self.activity_config(
+                        summary=summary, queue_left=left, handed_back=handed > 0
+                    ),
                 )
             except (ActivityError, asyncio.CancelledError) as e:
                 if _workflow_cancelled():
@@ -394,6 +409,7 @@ class FsSearchTools:
                 if handed_back(e):
                     # Its workspace holds its share of the host: wait off the queue a moment
                     # (a flood's calls cycling through the queue would delay everyone's).
+                    handed += 1
                     left = self.queue_timeout - (workflow.now() - first)
                     if left > timedelta(0):
                         await workflow.sleep(min(HANDED_BACK_PAUSE, left))
@@ -424,11 +440,13 @@ class FsSearchTools:
         operation = OPERATION_OF_ACTIVITY[activity_name]
         first = workflow.now()
         check = False
+        handed = 0
         while True:
             call = self._service_call(
                 activity_name, arg, queue_left=self.queue_timeout - (workflow.now() - first)
             )
             call.check_queue = check
+            call.handed_back = handed > 0
             timeout_ms = getattr(call.request, "timeout_ms", None) or self.timeout_ms
             backing = BackingOptions.of(call, timeout_ms=timeout_ms)
             try:
@@ -445,6 +463,7 @@ class FsSearchTools:
                     raise
                 if handed_back(e):
                     # As on the activity route: off the queue a moment, then again.
+                    handed += 1
                     left = self.queue_timeout - (workflow.now() - first)
                     if left > timedelta(0):
                         await workflow.sleep(min(HANDED_BACK_PAUSE, left))

@@ -19,6 +19,7 @@ import pytest
 from temporalio.worker import Worker
 
 from fs_search.activities.config import FsSearchConfig
+from fs_search.activities.contract import HANDED_BACK_PRIORITY
 from fs_search.activities.held_root import HeldRoot
 from fs_search.activities.storage import local_storage
 from fs_search.activities.workspace import Changed, Workspace
@@ -187,6 +188,7 @@ async def test_a_flood_holds_only_its_share_of_a_host_queue(dev_env, tmp_path):
         host = fleet.host_id
         flood_calls = [("grep", {"pattern": "x", "path": "huge.bin"})] * 16
         flood_started = time.monotonic()
+        flood_id = f"flood-{uuid.uuid4()}"
         flood = asyncio.create_task(
             dev_env.client.execute_workflow(
                 ConcurrentCallsWorkflow.run,
@@ -194,7 +196,7 @@ async def test_a_flood_holds_only_its_share_of_a_host_queue(dev_env, tmp_path):
                     options=Options(workspace_id="flood", host=host, timeout_ms=1500),
                     calls=flood_calls,
                 ),
-                id=f"flood-{uuid.uuid4()}",
+                id=flood_id,
                 task_queue=wq,
             )
         )
@@ -214,12 +216,21 @@ async def test_a_flood_holds_only_its_share_of_a_host_queue(dev_env, tmp_path):
         quiet_s = time.monotonic() - started
         flooded = await flood
         flood_s = time.monotonic() - flood_started
+        # A call handed back is scheduled again at the lowest priority, behind every other
+        # workspace's new calls; first attempts keep the default.
+        priorities = [
+            e.activity_task_scheduled_event_attributes.priority.priority_key
+            async for e in dev_env.client.get_workflow_handle(flood_id).fetch_history_events()
+            if e.HasField("activity_task_scheduled_event_attributes")
+        ]
     print(
         f"quiet grep under the flood: {quiet_s:.2f} s; flood of 16: {flood_s:.1f} s, "
         f"{fleet.router.handed_back} calls handed back"
     )
     assert not quiet.is_error and quiet.result.total == 1, quiet.text
     assert quiet_s < 4, quiet_s
+    assert priorities.count(0) == 16, priorities  # every call's first attempt
+    assert priorities.count(HANDED_BACK_PRIORITY) == len(priorities) - 16 > 0, priorities
     # The flood's calls all ran to their budget (none refused, none lost).
     assert len(flooded) == 16
     assert all(r.error and r.error.code == "SEARCH_ABORTED" for r in flooded), [

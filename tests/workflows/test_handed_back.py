@@ -1,0 +1,40 @@
+"""A call a host queue hands back (WORKSPACE_BUSY: its workspace holds its share of the host)
+comes back to the caller at once and is scheduled again at the lowest priority, behind every
+other workspace's new calls (the flood through the queue is tests/worker/test_fleet_hostile.py)."""
+
+from __future__ import annotations
+
+from temporalio.common import RetryPolicy
+
+from fs_search.activities.contract import (
+    HANDED_BACK_PRIORITY,
+    WORKSPACE_BUSY,
+    ErrorCode,
+    fairness_key_for,
+)
+from fs_search.workflows import FsSearchTools
+from fs_search.workflows._tools import with_contract_codes
+
+
+def test_a_handed_back_call_is_not_retried_by_the_server():
+    """The caller's own retry policy gains WORKSPACE_BUSY as non-retryable (a server retry
+    would keep the call's first priority), beside the contract codes."""
+    merged = with_contract_codes(RetryPolicy(maximum_attempts=7))
+    assert WORKSPACE_BUSY in merged.non_retryable_error_types
+    assert ErrorCode.SEARCH_FAILED.value in merged.non_retryable_error_types
+    assert merged.maximum_attempts == 7
+
+
+def test_a_host_routed_call_handed_back_goes_behind_new_calls():
+    tools = FsSearchTools("ws-1", host="host-a")
+    first = tools.activity_config()["priority"]
+    again = tools.activity_config(handed_back=True)["priority"]
+    assert first.priority_key is None  # the workflow's own priority
+    assert again.priority_key == HANDED_BACK_PRIORITY == 5
+    assert first.fairness_key == again.fairness_key == fairness_key_for("ws-1")
+
+
+def test_a_workspace_queue_call_carries_no_priority():
+    """Only a host queue hands calls back; a workspace's own queue call keeps the workflow's
+    priority untouched."""
+    assert "priority" not in FsSearchTools("ws-1").activity_config(handed_back=True)
