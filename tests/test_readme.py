@@ -54,8 +54,6 @@ PUBLIC_MODULES = (
     "fs_search.workflows.strands",
     "fs_search.workflows.langchain",
 )
-# Frameworks not in [dev]: their pages run in the environment .ci/run makes for them.
-OWN_ENVIRONMENT = {"google.adk": "[dev-google-adk]"}
 MAP_ROW = re.compile(r"^\| (`[^|]*`) \|", re.M)
 MODULE_MAP = DOCS / "how-it-works.md"
 CODE_DIRS = ("activities", "workflows", "worker")
@@ -82,22 +80,6 @@ def file_snippets(page: Path) -> dict[str, str]:
 
 def script_snippets() -> list[tuple[Path, str]]:
     return [(page, code) for page in PAGES for code in snippets(page) if not FILE_NAME.match(code)]
-
-
-def needs_own_environment(code: str) -> str | None:
-    """The environment a snippet's framework is tested in, when it is not installed here."""
-    for module, environment in OWN_ENVIRONMENT.items():
-        if re.search(rf"^\s*(from|import) {re.escape(module)}\b", code, re.M):
-            if importlib.util.find_spec(module.split(".")[0]) is None or not _importable(module):
-                return f"{module} is tested in its own environment: {environment}"
-    return None
-
-
-def _importable(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:
-        return False
 
 
 # The files each page holds (a renamed one cannot slip out of the tests). Pages not listed
@@ -157,9 +139,6 @@ def test_snippet_imports_only_public_names(page, index):
             assert not any(alias.name.startswith("fs_search") for alias in node.names)
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("fs_search"):
             assert node.module in PUBLIC_MODULES, node.module
-            elsewhere = needs_own_environment(code)
-            if elsewhere:
-                pytest.skip(elsewhere)
             public = importlib.import_module(node.module).__all__
             for alias in node.names:
                 assert alias.name in public, f"{alias.name} is not in {node.module}.__all__"
@@ -170,9 +149,6 @@ async def test_a_page_runs_its_tests_alone(page, tmp_path, monkeypatch):
     """A page's agent workflow and its time-skipping tests run, offline, as a user would,
     with nothing but the page's own files."""
     files = file_snippets(page)
-    elsewhere = needs_own_environment("\n".join(files.values()))
-    if elsewhere:
-        pytest.skip(elsewhere)
     directory = tmp_path / "snippets"
     directory.mkdir()
     for module, code in files.items():
@@ -304,9 +280,6 @@ def test_a_pages_install_line_brings_what_its_snippets_import(page):
     """The page says ``pip install "fs-search-temporal[...]"`` with extras that install every
     module its files import ([testing] for its tests), so following the page alone works."""
     files = file_snippets(page)
-    elsewhere = needs_own_environment("\n".join(files.values()))
-    if elsewhere:
-        pytest.skip(elsewhere)
     blocks = SHELL.findall(page.read_text())
     lines = [m["extras"] or "" for block in blocks for m in INSTALL.finditer(block)]
     assert lines, f"{name(page)} has no pip install line for {DISTRIBUTION}"

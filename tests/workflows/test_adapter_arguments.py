@@ -4,7 +4,7 @@ Property tests over JSON values and JSON text (see ``argument_strategies``), wit
 the searches are canned below ``FsSearchTools.call``, so ``call`` and the argument models'
 checks run for real. The tests through a real workflow are in test_openai_agents.py and
 test_pydantic_ai.py (``test_any_arguments_are_error_text_and_the_run_goes_on``). Google ADK's
-is in test_google_adk.py (that extra is tested in an environment of its own).
+is in test_google_adk.py.
 """
 
 from __future__ import annotations

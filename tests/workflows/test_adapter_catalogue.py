@@ -190,8 +190,6 @@ BUILDERS = [
 
 
 def _builder(adapter: str, name: str):
-    if adapter == "google_adk":
-        pytest.importorskip("google.adk", reason="tested in its own environment: [dev-google-adk]")
     return getattr(importlib.import_module(f"fs_search.workflows.{adapter}"), name)
 
 

@@ -6,19 +6,9 @@ Temporal the model is ``TemporalModel(<name>)`` in the workflow, and the integra
 ``invoke_model`` activity builds the real model from ADK's ``LLMRegistry`` by that name on
 every call, so the script is found by the model's name and the turn by the request's
 history (how many model turns it holds): replay- and retry-safe, no state in an instance.
-
-google-adk caps OpenTelemetry at 1.44, so the ``google-adk`` extra is not part of ``[dev]``:
-these tests run in an environment of their own (``[dev-google-adk]``, a step of .ci/run) and
-are skipped where google-adk is not installed.
 """
 
 from __future__ import annotations
-
-import pytest
-
-pytest.importorskip(
-    "google.adk", reason="google-adk is tested in its own environment: .ci/run's [dev-google-adk]"
-)
 
 import asyncio
 import json
@@ -32,6 +22,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from google.adk.models import BaseLlm, LLMRegistry
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
@@ -307,7 +298,7 @@ def test_a_worker_without_rg_offers_no_tools_and_a_warning(caplog):
 
 
 def test_function_tools_raise_when_no_worker_answered():
-    """The adapter kit's one policy, in ADK's own environment: a catalogue no worker answered
+    """The adapter kit's one policy, for ADK: a catalogue no worker answered
     raises the non-retryable SEARCH_FAILED naming the workspace."""
     unserved = canned_catalogue(
         available=False,
