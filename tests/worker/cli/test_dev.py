@@ -153,16 +153,23 @@ def test_dev_refuses_a_port_in_use_in_one_line(tmp_path: Path):
 
 
 @contextlib.contextmanager
-def holding(port: int):
-    """Hold ``port`` on loopback when it is free (when not, someone else holds it)."""
+def holding(port: int, wait_s: float = 120.0):
+    """Hold ``port`` on loopback for the block. Taken by someone else, it is asked for again
+    until ``wait_s`` has passed (a second copy of the suite runs dev on it for a while, and
+    would free it mid-test); still taken then, its holder is taken to keep it."""
     with socket.socket() as s:
         # As servers bind: a connection of an earlier test in TIME_WAIT does not hold it.
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-            s.listen(1)
-        except OSError:
-            pass
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                s.bind(("127.0.0.1", port))
+                s.listen(1)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
         yield
 
 
