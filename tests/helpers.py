@@ -3,6 +3,7 @@ tests/procs.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import subprocess
@@ -125,3 +126,24 @@ def small_filesystem(path: Path, size: str) -> Iterator[Path]:
         yield path
     finally:
         subprocess.run(["umount", str(path)], check=True)
+
+
+# A DescribeTaskQueue a busy dev server did not answer in time (two copies of the suite on a
+# shared 2-core machine): the tests' own polling asks again instead of failing on it.
+_TRANSIENT_RPC = ("CANCELLED", "DEADLINE_EXCEEDED", "UNAVAILABLE")
+
+
+async def pollers_of(client, queue: str, attempts: int = 3) -> list:
+    """The queue's pollers (``list_pollers``), asked again on a transient RPC failure."""
+    from temporalio.service import RPCError
+
+    from fs_search.workflows._task_queues import list_pollers
+
+    for attempt in range(1, attempts + 1):
+        try:
+            return await list_pollers(client, queue)
+        except RPCError as e:
+            if attempt == attempts or e.status.name not in _TRANSIENT_RPC:
+                raise
+            await asyncio.sleep(0.5)
+    raise AssertionError("unreachable")

@@ -21,7 +21,6 @@ from temporalio.api.enums.v1 import DescribeTaskQueueMode, TaskQueueKind, TaskQu
 from temporalio.api.taskqueue.v1 import PollerInfo
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest, DescribeTaskQueueResponse
 from temporalio.client import Client
-from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from fs_search.activities.config import ConfigError
@@ -34,10 +33,9 @@ from fs_search.worker._queue_owner import (
     host_id_from_env,
     host_of,
     identity_for,
-    list_pollers,
 )
 from fs_search.workflows import FsSearchPlugin
-from tests.helpers import write_tree
+from tests.helpers import pollers_of, write_tree
 from tests.procs import WorkerProcess
 from tests.worker.cli.test_main import cli
 from tests.worker.test_fleet import _calls, _fleet, _ids, _until
@@ -151,20 +149,8 @@ async def test_a_check_that_cannot_be_made_says_why():
 # --- on the dev server ---------------------------------------------------------------------
 
 
-# A describe a busy server did not answer in time (two suites on a shared 2-core machine): the
-# helpers below ask again instead of failing the test on it.
-_TRANSIENT = (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.UNAVAILABLE)
-
-
-async def _pollers(client, queue: str, attempts: int = 3) -> list[str]:
-    for attempt in range(1, attempts + 1):
-        try:
-            return [p.identity for p in await list_pollers(client, queue)]
-        except RPCError as e:
-            if attempt == attempts or e.status not in _TRANSIENT:
-                raise
-            await asyncio.sleep(0.5)
-    raise AssertionError("unreachable")
+async def _pollers(client, queue: str) -> list[str]:
+    return [p.identity for p in await pollers_of(client, queue)]
 
 
 async def _until_polled(client, queue: str, identity: str, timeout: float = 30.0) -> None:

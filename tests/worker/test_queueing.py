@@ -11,7 +11,8 @@ from pathlib import Path
 from temporalio.worker import Worker
 
 from fs_search.activities.contract import ErrorCode, task_queue_for
-from fs_search.workflows._task_queues import list_pollers, poll_ages
+from fs_search.workflows._task_queues import poll_ages
+from tests.helpers import pollers_of
 from tests.procs import WorkerProcess
 from tests.workflows_under_test import Calls, CallsWorkflow, ConcurrentCallsWorkflow, Options
 
@@ -135,7 +136,7 @@ async def test_a_worker_busy_past_the_queueing_budget_is_reported_busy(dev_env, 
 
 
 async def _ages(dev_env, wsid: str) -> list[float]:
-    pollers = await list_pollers(dev_env.client, task_queue_for(wsid))
+    pollers = await pollers_of(dev_env.client, task_queue_for(wsid))
     return poll_ages(pollers, time.time())
 
 

@@ -104,7 +104,10 @@ async def test_a_paused_s3_store_never_aborts_a_finished_search(
         options = Options(
             workspace_id=wsid, timeout_ms=timeout_ms, start_to_close_ms=timeout_ms + 5000
         )
-        before, _ = await _one_call(dev_env, queue, options, grep)
+        # The store works before the pause (asked with room to spare: the first save into a
+        # fresh store can take seconds on a busy machine, which is not what this is about).
+        roomy = Options(workspace_id=wsid, timeout_ms=30_000)
+        before, _ = await _one_call(dev_env, queue, roomy, grep)
         assert before.result is not None and before.result.spill is not None, before.text
         assert own_s3.server.process.pid is not None
         with paused(own_s3.server.process.pid):
