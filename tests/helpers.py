@@ -12,6 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from temporalio.api.taskqueue.v1 import PollerInfo
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from fs_search.workflows._task_queues import list_pollers
 
 
 @dataclass(frozen=True)
@@ -130,20 +135,20 @@ def small_filesystem(path: Path, size: str) -> Iterator[Path]:
 
 # A DescribeTaskQueue a busy dev server did not answer in time (two copies of the suite on a
 # shared 2-core machine): the tests' own polling asks again instead of failing on it.
-_TRANSIENT_RPC = ("CANCELLED", "DEADLINE_EXCEEDED", "UNAVAILABLE")
+_TRANSIENT_RPC = (
+    RPCStatusCode.CANCELLED,
+    RPCStatusCode.DEADLINE_EXCEEDED,
+    RPCStatusCode.UNAVAILABLE,
+)
 
 
-async def pollers_of(client, queue: str, attempts: int = 3) -> list:
+async def pollers_of(client: Client, queue: str, attempts: int = 3) -> list[PollerInfo]:
     """The queue's pollers (``list_pollers``), asked again on a transient RPC failure."""
-    from temporalio.service import RPCError
-
-    from fs_search.workflows._task_queues import list_pollers
-
     for attempt in range(1, attempts + 1):
         try:
             return await list_pollers(client, queue)
         except RPCError as e:
-            if attempt == attempts or e.status.name not in _TRANSIENT_RPC:
+            if attempt == attempts or e.status not in _TRANSIENT_RPC:
                 raise
             await asyncio.sleep(0.5)
     raise AssertionError("unreachable")

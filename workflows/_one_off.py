@@ -52,10 +52,10 @@ from fs_search.workflows._call import CALL_WORKFLOW, CallInput, FsSearchCallWork
 from fs_search.workflows._liveness import liveness_of
 from fs_search.workflows._service import OPERATION_OF_ACTIVITY
 from fs_search.workflows._tools import (
-    HANDED_BACK_PAUSE,
     FsSearchTools,
     handed_back,
     map_failure,
+    pause_after_hand_back,
 )
 
 log = logging.getLogger(__name__)
@@ -134,10 +134,10 @@ class FsSearchClient(FsSearchTools):
         if not self.standalone:
             return await self._via_workflow(activity_name, arg, result_type)
         first = time.monotonic()
-        handed = 0  # times a host queue handed the call back (then: behind others' calls)
+        handed = False  # a host queue handed the call back (then: behind others' calls)
         while True:
             left = self.queue_timeout - timedelta(seconds=time.monotonic() - first)
-            config = self.activity_config(summary=summary, queue_left=left, handed_back=handed > 0)
+            config = self.activity_config(summary=summary, queue_left=left, handed_back=handed)
             start_to_close = config.get("start_to_close_timeout")
             assert start_to_close is not None  # activity_config always sets it
             try:
@@ -171,10 +171,11 @@ class FsSearchClient(FsSearchTools):
                 cause = e.cause
                 if handed_back(e):
                     # Its workspace holds its share of the host queue: again, shortly.
-                    handed += 1
-                    left = self.queue_timeout - timedelta(seconds=time.monotonic() - first)
-                    if left > timedelta(0):
-                        await asyncio.sleep(min(HANDED_BACK_PAUSE, left).total_seconds())
+                    handed = True
+                    waited = timedelta(seconds=time.monotonic() - first)
+                    pause = pause_after_hand_back(self.queue_timeout, waited)
+                    if pause is not None:
+                        await asyncio.sleep(pause.total_seconds())
                         continue
                 if not (
                     isinstance(cause, TemporalTimeoutError)

@@ -390,7 +390,7 @@ class FsSearchTools:
         if self.endpoint is not None:
             return await self._execute_nexus(activity_name, arg, result_type, summary)
         first = workflow.now()
-        handed = 0  # times a host queue handed the call back (then: behind others' calls)
+        handed = False  # a host queue handed the call back (then: behind others' calls)
         while True:
             left = self.queue_timeout - (workflow.now() - first)
             args = [] if arg is None else [arg]
@@ -399,9 +399,7 @@ class FsSearchTools:
                     activity_name,
                     args=args,
                     result_type=result_type,
-                    **self.activity_config(
-                        summary=summary, queue_left=left, handed_back=handed > 0
-                    ),
+                    **self.activity_config(summary=summary, queue_left=left, handed_back=handed),
                 )
             except (ActivityError, asyncio.CancelledError) as e:
                 if _workflow_cancelled():
@@ -409,10 +407,10 @@ class FsSearchTools:
                 if handed_back(e):
                     # Its workspace holds its share of the host: wait off the queue a moment
                     # (a flood's calls cycling through the queue would delay everyone's).
-                    handed += 1
-                    left = self.queue_timeout - (workflow.now() - first)
-                    if left > timedelta(0):
-                        await workflow.sleep(min(HANDED_BACK_PAUSE, left))
+                    handed = True
+                    pause = pause_after_hand_back(self.queue_timeout, workflow.now() - first)
+                    if pause is not None:
+                        await workflow.sleep(pause)
                         continue
                     return self._unserved(
                         QueueLiveness(queue=self.task_queue, polled=True), self.queue_timeout
@@ -440,13 +438,13 @@ class FsSearchTools:
         operation = OPERATION_OF_ACTIVITY[activity_name]
         first = workflow.now()
         check = False
-        handed = 0
+        handed = False
         while True:
             call = self._service_call(
                 activity_name, arg, queue_left=self.queue_timeout - (workflow.now() - first)
             )
             call.check_queue = check
-            call.handed_back = handed > 0
+            call.handed_back = handed
             timeout_ms = getattr(call.request, "timeout_ms", None) or self.timeout_ms
             backing = BackingOptions.of(call, timeout_ms=timeout_ms)
             try:
@@ -463,10 +461,10 @@ class FsSearchTools:
                     raise
                 if handed_back(e):
                     # As on the activity route: off the queue a moment, then again.
-                    handed += 1
-                    left = self.queue_timeout - (workflow.now() - first)
-                    if left > timedelta(0):
-                        await workflow.sleep(min(HANDED_BACK_PAUSE, left))
+                    handed = True
+                    pause = pause_after_hand_back(self.queue_timeout, workflow.now() - first)
+                    if pause is not None:
+                        await workflow.sleep(pause)
                         check = False
                         continue
                 if not _not_picked_up(e):
@@ -580,6 +578,13 @@ def handed_back(error: BaseException) -> bool:
     """Whether a host queue handed the call back: its workspace held its share of the host."""
     cause = failure_cause(error)
     return isinstance(cause, ApplicationError) and cause.type == WORKSPACE_BUSY
+
+
+def pause_after_hand_back(queue_timeout: timedelta, waited: timedelta) -> timedelta | None:
+    """How long a handed-back call waits before it is scheduled again: :data:`HANDED_BACK_PAUSE`,
+    at most what is left of the queueing budget; None when nothing is left."""
+    left = queue_timeout - waited
+    return min(HANDED_BACK_PAUSE, left) if left > timedelta(0) else None
 
 
 def _workflow_cancelled() -> bool:
