@@ -142,7 +142,7 @@ class HostRouter:
             "and is tried again",
             type=WORKSPACE_BUSY,
             non_retryable=False,
-            next_retry_delay=timedelta(seconds=pause),
+            next_retry_delay=timedelta(milliseconds=round(pause * 1000)),
             category=ApplicationErrorCategory.BENIGN,
         )
 
