@@ -5,7 +5,8 @@ its own Temporal client and workflow worker on its own workflow queue, as anothe
 agents would have, and ``--calls`` agent workflows (``bench.Calls``) each making one grep on
 the flooding workspace. With ``--sustained`` each one ended is started again until the process
 gets SIGTERM; then it stops starting new ones, waits for those in flight, prints ``flood done``
-with counts, and exits 0. Without it the calls are made once and the process exits when they
+with counts (and how often a call was handed back, from a sample of their histories), and
+exits 0. Without it the calls are made once and the process exits when they
 have ended. Every failed call is printed (``flood failed: ...``).
 
 Hostile tenants are different tenants: each runs its agent workflows on workflow workers of
@@ -29,9 +30,12 @@ from flows import WORKFLOWS, Call, CallsWorkflow, Spec  # noqa: E402
 from temporalio.client import Client  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
 
+from fs_search.activities.contract import WORKSPACE_BUSY  # noqa: E402
 from fs_search.workflows import FsSearchPlugin  # noqa: E402
 
 READY = "flood started"
+# Ended flood workflows whose histories are read for the hand-back count.
+SAMPLE = 32
 DONE = "flood done"
 
 
@@ -55,13 +59,16 @@ async def main() -> int:
     stopping = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stopping.set)
     done = failed = 0
+    ended: list[str] = []
 
     async def flooder() -> None:
         nonlocal done, failed
         while True:
+            workflow_id = f"flood-{uuid.uuid4()}"
             [result] = await client.execute_workflow(
-                CallsWorkflow.run, spec, id=f"flood-{uuid.uuid4()}", task_queue=args.queue
+                CallsWorkflow.run, spec, id=workflow_id, task_queue=args.queue
             )
+            ended.append(workflow_id)
             done += 1
             if result.is_error:
                 failed += 1
@@ -73,8 +80,24 @@ async def main() -> int:
         calls = [asyncio.create_task(flooder()) for _ in range(args.calls)]
         print(READY, flush=True)
         await asyncio.gather(*calls)
-    print(f"{DONE}: {done} calls, {failed} failed", flush=True)
+    sample = ended[-SAMPLE:]
+    handed = [await handed_back(client, w) for w in sample]
+    print(
+        f"{DONE}: {done} calls, {failed} failed, handed back "
+        f"{sum(handed) / max(1, len(handed)):.1f} times each (last {len(sample)})",
+        flush=True,
+    )
     return 0
+
+
+async def handed_back(client: Client, workflow_id: str) -> int:
+    """How many times the call of one ended flood workflow was handed back."""
+    failures = [
+        e.activity_task_failed_event_attributes.failure.application_failure_info.type
+        async for e in client.get_workflow_handle(workflow_id).fetch_history_events()
+        if e.HasField("activity_task_failed_event_attributes")
+    ]
+    return failures.count(WORKSPACE_BUSY)
 
 
 if __name__ == "__main__":

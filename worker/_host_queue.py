@@ -14,11 +14,13 @@ reach this same host.
 
 Fairness holds for held calls too (``share``): a workspace holds at most ``share`` glob and
 grep calls of the host queue at once. A poll cannot choose whose task it takes, so a call
-beyond its workspace's share is handed back at once — a retryable ``WORKSPACE_BUSY`` failure
-with a short retry delay (FsSearchTools schedules it again once its attempts are spent, within
-its queueing budget) — and the slot polls again: a flooding workspace's backlog is cycled
-through Temporal instead of filling the host's slots, and another workspace's call behind it
-is taken within moments.
+beyond its workspace's share is handed back at once — a ``WORKSPACE_BUSY`` failure whose next
+retry delay is the pause the call should wait (FsSearchTools schedules it again after that
+pause, within its queueing budget) — and the slot polls again: a flooding workspace's backlog
+waits in Temporal instead of filling the host's slots, and another workspace's call behind it
+is taken within moments. The pauses are spaced (``worker/_return_spacing.py``): a workspace's
+handed-back calls come back about as often as its calls end, so a flood passes through the
+host queue about once per call it runs, not once per call every pause.
 """
 
 from __future__ import annotations
