@@ -233,6 +233,8 @@ class Bench:
     workers: list[WorkerProc]
     root: Path
     fleet: WorkerProc | None = None
+    # Seconds from a fairness row's flood start to its first quiet call measured.
+    flood_warmup: float = 1.0
 
     def start(self, name: str, *args: str, env: dict[str, str] | None = None) -> WorkerProc:
         worker = WorkerProc(
@@ -286,6 +288,13 @@ async def main() -> int:
     )
     parser.add_argument("--rows", default=",".join(ROWS), help=f"some of {','.join(ROWS)}")
     parser.add_argument(
+        "--flood-warmup",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="the fairness rows' flood runs this long before the quiet calls are measured",
+    )
+    parser.add_argument(
         "--set",
         action="append",
         default=[],
@@ -319,6 +328,7 @@ async def main() -> int:
             7 if args.quick else 15,
             workers,
             tmp / "root",
+            flood_warmup=args.flood_warmup,
         )
         # The flooding tenant's agent workflows run in a process of their own (class Flood).
         async with Worker(client, task_queue=queue, workflows=WORKFLOWS):
@@ -533,7 +543,7 @@ async def _fairness(
     flood = Flood(bench, busy, host=host, sustained=sustained)
     try:
         await flood.started()
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(bench.flood_warmup)
         flooded = []
         usage = Usage(bench, fleet, flood)
         for _ in range(samples):
@@ -555,7 +565,7 @@ async def _fairness(
         fair <= 3,
         f"{statistics.median(flooded) * 1000:.0f} ms during a "
         f"{'sustained ' if sustained else ''}{FLOOD_CALLS}-grep flood from a tenant process "
-        f"of its own ({summary}) vs "
+        f"of its own ({summary}; quiet calls from {bench.flood_warmup:g} s in) vs "
         f"{statistics.median(alone) * 1000:.0f} ms alone (n={len(flooded)}/{len(alone)}, "
         f"max {max(flooded) * 1000:.0f} ms){'; ' + note if note else ''}; "
         f"CPU during the flood: {where}; quiet call's median ms alone: "

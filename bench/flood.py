@@ -5,8 +5,7 @@ its own Temporal client and workflow worker on its own workflow queue, as anothe
 agents would have, and ``--calls`` agent workflows (``bench.Calls``) each making one grep on
 the flooding workspace. With ``--sustained`` each one ended is started again until the process
 gets SIGTERM; then it stops starting new ones, waits for those in flight, prints ``flood done``
-with counts (and how often a call was handed back, from a sample of their histories), and
-exits 0. Without it the calls are made once and the process exits when they
+with counts (and how often a call was handed back, from their histories), and exits 0. Without it the calls are made once and the process exits when they
 have ended. Every failed call is printed (``flood failed: ...``).
 
 Hostile tenants are different tenants: each runs its agent workflows on workflow workers of
@@ -34,8 +33,8 @@ from fs_search.activities.contract import WORKSPACE_BUSY  # noqa: E402
 from fs_search.workflows import FsSearchPlugin  # noqa: E402
 
 READY = "flood started"
-# Ended flood workflows whose histories are read for the hand-back count.
-SAMPLE = 32
+# Ended flood workflows whose histories are read for the hand-back count, at most.
+SAMPLE = 512
 DONE = "flood done"
 
 
@@ -81,10 +80,14 @@ async def main() -> int:
         print(READY, flush=True)
         await asyncio.gather(*calls)
     sample = ended[-SAMPLE:]
-    handed = [await handed_back(client, w) for w in sample]
+    handed: list[int] = []
+    for start in range(0, len(sample), 16):
+        handed += await asyncio.gather(
+            *(handed_back(client, w) for w in sample[start : start + 16])
+        )
     print(
-        f"{DONE}: {done} calls, {failed} failed, handed back "
-        f"{sum(handed) / max(1, len(handed)):.1f} times each (last {len(sample)})",
+        f"{DONE}: {done} calls, {failed} failed, {sum(handed)} hand-backs "
+        f"({sum(handed) / max(1, len(handed)):.2f} per call, {len(sample)} read)",
         flush=True,
     )
     return 0
