@@ -36,7 +36,10 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from flood import DONE as FLOOD_DONE  # noqa: E402
+from flood import READY as FLOOD_READY  # noqa: E402
 from flows import WORKFLOWS, Call, CallsWorkflow, Spec  # noqa: E402
+from phases import medians, phases  # noqa: E402
 from temporalio.client import Client  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
 
@@ -45,6 +48,8 @@ from fs_search.worker._processes import ManagedProcess  # noqa: E402
 from fs_search.workflows import FsSearchPlugin
 
 MB = 1024 * 1024
+# Greps the flooding workspace keeps outstanding in the fairness rows.
+FLOOD_CALLS = 64
 # Worker settings for every worker the benchmark starts (``--set KEY=VALUE``).
 SETTINGS: dict[str, str] = {}
 
@@ -124,26 +129,94 @@ def make_workspace(path: Path, *, small: int = 10) -> None:
         (path / f"f{i}.txt").write_text("alpha needle beta\n" if i == 0 else "nothing here\n")
 
 
-def flood_queue(queue: str) -> str:
-    """The workflow queue of the flooding tenant's agent workflows (see :func:`main`)."""
-    return f"{queue}-flood"
+class Flood:
+    """The flooding tenant: ``bench/flood.py`` in a process of its own (its own client and
+    workflow worker, as another tenant's agents run), stopped by its pid."""
+
+    def __init__(self, bench: Bench, workspace: str, *, host: str | None, sustained: bool) -> None:
+        name = f"flood-{uuid.uuid4().hex[:6]}"
+        self.log = bench.tmp / f"{name}.log"
+        argv = [
+            sys.executable,
+            str(Path(__file__).parent / "flood.py"),
+            "--address",
+            bench.server.address,
+            "--queue",
+            f"{bench.queue}-{name}",
+            "--spill-url",
+            f"file://{bench.tmp}/spill",
+            "--workspace",
+            workspace,
+            "--calls",
+            str(FLOOD_CALLS),
+        ]
+        argv += ["--host", host] if host else []
+        argv += ["--sustained"] if sustained else []
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("FS_SEARCH_", "OTEL_"))}
+        self.proc = ManagedProcess(argv, log_path=self.log, env=env)
+        self.proc.start()
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    @property
+    def pid(self) -> int:
+        assert self.proc.pid is not None
+        return self.proc.pid
+
+    def running(self) -> bool:
+        return self.proc.running()
+
+    async def started(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while FLOOD_READY not in self.text():
+            if not self.running() or time.monotonic() > deadline:
+                raise RuntimeError(f"the flood did not start: {self.text()[-2000:]}")
+            await asyncio.sleep(0.1)
+
+    def stop(self) -> None:
+        """Stop starting calls and wait for those in flight (the flood's own exit)."""
+        self.proc.stop(timeout=180)
+
+    def summary(self) -> str:
+        """How many calls the stopped flood made.
+
+        Raises:
+            AssertionError: a flood call failed, or the flood did not end cleanly.
+        """
+        text = self.text()
+        done = [line for line in text.splitlines() if line.startswith(FLOOD_DONE)]
+        if "flood failed" in text or not done:
+            raise AssertionError(f"the flood's calls failed: {text[-2000:]}")
+        return done[-1].removeprefix(f"{FLOOD_DONE}: ")
 
 
 async def grep_latency(
-    client: Client, queue: str, workspace_id: str, pattern: str, host: str | None = None
+    client: Client,
+    queue: str,
+    workspace_id: str,
+    pattern: str,
+    host: str | None = None,
+    *,
+    timed: list[dict[str, float]] | None = None,
 ) -> float:
+    """One grep's time end to end (s); its phases (ms, from its history) appended to
+    ``timed`` when given."""
     spec = Spec(
         workspace_id=workspace_id,
         calls=[Call(tool="grep", arguments={"pattern": pattern})],
         host=host,
     )
+    workflow_id = f"fleet-{uuid.uuid4()}"
     started = time.perf_counter()
     results = await client.execute_workflow(
-        CallsWorkflow.run, spec, id=f"fleet-{uuid.uuid4()}", task_queue=queue
+        CallsWorkflow.run, spec, id=workflow_id, task_queue=queue
     )
     elapsed = time.perf_counter() - started
     if results[0].is_error or not results[0].result.total:
         raise AssertionError(f"call failed: {results[0].text}")
+    if timed is not None:
+        timed.append(await phases(client, workflow_id, elapsed * 1000))
     return elapsed
 
 
@@ -160,6 +233,8 @@ class Bench:
     workers: list[WorkerProc]
     root: Path
     fleet: WorkerProc | None = None
+    # Seconds from a fairness row's flood start to its first quiet call measured.
+    flood_warmup: float = 1.0
 
     def start(self, name: str, *args: str, env: dict[str, str] | None = None) -> WorkerProc:
         worker = WorkerProc(
@@ -213,6 +288,13 @@ async def main() -> int:
     )
     parser.add_argument("--rows", default=",".join(ROWS), help=f"some of {','.join(ROWS)}")
     parser.add_argument(
+        "--flood-warmup",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="the fairness rows' flood runs this long before the quiet calls are measured",
+    )
+    parser.add_argument(
         "--set",
         action="append",
         default=[],
@@ -246,14 +328,10 @@ async def main() -> int:
             7 if args.quick else 15,
             workers,
             tmp / "root",
+            flood_warmup=args.flood_warmup,
         )
-        # The flooding tenant's agent workflows run on a workflow worker of their own (as
-        # another tenant's would), so its calls handed back by a host queue cost the quiet
-        # tenant's workflows nothing on the caller's side.
-        async with (
-            Worker(client, task_queue=queue, workflows=WORKFLOWS),
-            Worker(client, task_queue=flood_queue(queue), workflows=WORKFLOWS),
-        ):
+        # The flooding tenant's agent workflows run in a process of their own (class Flood).
+        async with Worker(client, task_queue=queue, workflows=WORKFLOWS):
             for name in ROWS:
                 if name in chosen:
                     if name == "processes":
@@ -454,42 +532,28 @@ async def _fairness(
     64 are fired once."""
     samples = bench.samples
 
-    async def grep() -> float:
-        return await grep_latency(bench.client, bench.queue, quiet, "needle", host)
+    timed: dict[str, list[dict[str, float]]] = {"alone": [], "flooded": []}
 
-    alone = [await grep() for _ in range(samples)]
-    flood_spec = Spec(
-        workspace_id=busy, calls=[Call(tool="grep", arguments={"pattern": "match"})], host=host
-    )
-    measured = asyncio.Event()
-    failed: list[str] = []
+    async def grep(when: str) -> float:
+        return await grep_latency(
+            bench.client, bench.queue, quiet, "needle", host, timed=timed[when]
+        )
 
-    async def flooder() -> None:
-        while True:
-            [result] = await bench.client.execute_workflow(
-                CallsWorkflow.run,
-                flood_spec,
-                id=f"flood-{uuid.uuid4()}",
-                task_queue=flood_queue(bench.queue),
-            )
-            if result.is_error:
-                failed.append(result.text)
-            if not sustained or measured.is_set():
-                return
-
-    flood = [asyncio.create_task(flooder()) for _ in range(64)]
-    await asyncio.sleep(1.0)
-    flooded = []
-    usage = Usage(bench, fleet)
-    for _ in range(samples):
-        if all(t.done() for t in flood):
-            break
-        flooded.append(await grep())
-    where = usage.report()
-    measured.set()
-    await asyncio.gather(*flood)
-    if failed:
-        raise AssertionError(f"{len(failed)} flood calls failed: {failed[0][:300]}")
+    alone = [await grep("alone") for _ in range(samples)]
+    flood = Flood(bench, busy, host=host, sustained=sustained)
+    try:
+        await flood.started()
+        await asyncio.sleep(bench.flood_warmup)
+        flooded = []
+        usage = Usage(bench, fleet, flood)
+        for _ in range(samples):
+            if not flood.running():
+                break
+            flooded.append(await grep("flooded"))
+        where = usage.report()
+    finally:
+        flood.stop()
+    summary = flood.summary()
     if len(flooded) < 3:
         raise AssertionError("the flood ended before the quiet calls were measured")
     fair = statistics.median(flooded) / statistics.median(alone)
@@ -500,10 +564,12 @@ async def _fairness(
         "<= 3",
         fair <= 3,
         f"{statistics.median(flooded) * 1000:.0f} ms during a "
-        f"{'sustained ' if sustained else ''}64-grep flood vs "
+        f"{'sustained ' if sustained else ''}{FLOOD_CALLS}-grep flood from a tenant process "
+        f"of its own ({summary}; quiet calls from {bench.flood_warmup:g} s in) vs "
         f"{statistics.median(alone) * 1000:.0f} ms alone (n={len(flooded)}/{len(alone)}, "
         f"max {max(flooded) * 1000:.0f} ms){'; ' + note if note else ''}; "
-        f"CPU during the flood: {where}",
+        f"CPU during the flood: {where}; quiet call's median ms alone: "
+        f"{medians(timed['alone'])}; during the flood: {medians(timed['flooded'])}",
     )
 
 
@@ -551,10 +617,12 @@ ROW_FUNCTIONS = {
 
 
 class Usage:
-    """CPU of the dev server, the fleet worker (+ helpers, + rg) and this process, from now."""
+    """CPU of the dev server, the fleet worker (+ helpers, + rg), this process and the flood
+    tenant's, from now."""
 
-    def __init__(self, bench: Bench, fleet: WorkerProc) -> None:
+    def __init__(self, bench: Bench, fleet: WorkerProc, flood: Flood) -> None:
         self.fleet = fleet
+        self.flood = flood.pid
         self.server = bench.server.process.pid
         self.started = time.monotonic()
         self.before = self._now()
@@ -567,6 +635,7 @@ class Usage:
             # rg's CPU reaches the worker's children times once rg is reaped.
             "worker + helpers + rg": _cpu(worker.pid) + sum(_cpu(k.pid) for k in helpers),
             "bench": _cpu(os.getpid()),
+            "flood tenant": _cpu(self.flood),
         }
 
     def report(self) -> str:

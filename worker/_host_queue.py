@@ -14,17 +14,20 @@ reach this same host.
 
 Fairness holds for held calls too (``share``): a workspace holds at most ``share`` glob and
 grep calls of the host queue at once. A poll cannot choose whose task it takes, so a call
-beyond its workspace's share is handed back at once — a retryable ``WORKSPACE_BUSY`` failure
-with a short retry delay (FsSearchTools schedules it again once its attempts are spent, within
-its queueing budget) — and the slot polls again: a flooding workspace's backlog is cycled
-through Temporal instead of filling the host's slots, and another workspace's call behind it
-is taken within moments.
+beyond its workspace's share is handed back at once — a ``WORKSPACE_BUSY`` failure whose next
+retry delay is the pause the call should wait (FsSearchTools schedules it again after that
+pause, within its queueing budget) — and the slot polls again: a flooding workspace's backlog
+waits in Temporal instead of filling the host's slots, and another workspace's call behind it
+is taken within moments. The pauses are spaced (``worker/_return_spacing.py``): a workspace's
+handed-back calls come back about as often as its calls end, so a flood passes through the
+host queue about once per call it runs, not once per call every pause.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 
@@ -50,11 +53,9 @@ from fs_search.activities.contract import (
 )
 from fs_search.activities.errors import SearchError, contract_errors, invalid_argument
 from fs_search.activities.search import SearchActivities
+from fs_search.worker._return_spacing import ReturnSpacing
 
 Lookup = Callable[[str], SearchActivities | None]
-# A handed-back call is retried after this many seconds per attempt so far, at most the max.
-BUSY_RETRY_S = 1.0
-BUSY_RETRY_MAX_S = 5.0
 
 
 class HostRouter:
@@ -73,6 +74,7 @@ class HostRouter:
         self._lookup = lookup
         self.share = share
         self._held: collections.Counter[str] = collections.Counter()
+        self._returns = ReturnSpacing()
         self.handed_back = 0  # calls handed back to Temporal so far (a workspace at its share)
 
     def held(self, workspace_id: str) -> int:
@@ -129,18 +131,20 @@ class HostRouter:
             yield workspace
         finally:
             self._held[workspace_id] -= 1
+            self._returns.ended(workspace_id, time.monotonic())
             if self._held[workspace_id] <= 0:
                 del self._held[workspace_id]
+                self._returns.forget(workspace_id)
 
     def _busy(self, workspace_id: str, held: int) -> ApplicationError:
-        attempt = activity.info().attempt
+        pause = self._returns.pause(workspace_id, time.monotonic())
         return ApplicationError(
             f"workspace {workspace_id!r} already has {held} calls held on host "
             f"{self.host_id!r} (its share of the host's calls); this call waits in Temporal "
             "and is tried again",
             type=WORKSPACE_BUSY,
             non_retryable=False,
-            next_retry_delay=timedelta(seconds=min(BUSY_RETRY_MAX_S, BUSY_RETRY_S * attempt)),
+            next_retry_delay=timedelta(milliseconds=round(pause * 1000)),
             category=ApplicationErrorCategory.BENIGN,
         )
 

@@ -53,6 +53,7 @@ from fs_search.workflows._liveness import liveness_of
 from fs_search.workflows._service import OPERATION_OF_ACTIVITY
 from fs_search.workflows._tools import (
     FsSearchTools,
+    asked_pause,
     handed_back,
     map_failure,
     pause_after_hand_back,
@@ -173,7 +174,7 @@ class FsSearchClient(FsSearchTools):
                     # Its workspace holds its share of the host queue: again, shortly.
                     handed = True
                     waited = timedelta(seconds=time.monotonic() - first)
-                    pause = pause_after_hand_back(self.queue_timeout, waited)
+                    pause = pause_after_hand_back(self.queue_timeout, waited, asked_pause(e))
                     if pause is not None:
                         await asyncio.sleep(pause.total_seconds())
                         continue

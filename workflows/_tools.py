@@ -87,8 +87,11 @@ DEFAULT_RETRY_POLICY = RetryPolicy(
 # (activities/budget.py), shared with the worker and the Nexus handler.
 LIVENESS_TIMEOUT = timedelta(seconds=15)
 # How long a call a host queue handed back (WORKSPACE_BUSY: its workspace held its share of
-# the host) waits before it is scheduled again.
+# the host) waits before it is scheduled again: the pause the host asks for (it spaces a
+# workspace's handed-back calls), within these bounds; the first when it asks for none.
 HANDED_BACK_PAUSE = timedelta(seconds=2)
+MIN_HANDED_BACK_PAUSE = timedelta(seconds=1)
+MAX_HANDED_BACK_PAUSE = timedelta(seconds=30)
 
 
 def with_contract_codes(policy: RetryPolicy) -> RetryPolicy:
@@ -408,7 +411,9 @@ class FsSearchTools:
                     # Its workspace holds its share of the host: wait off the queue a moment
                     # (a flood's calls cycling through the queue would delay everyone's).
                     handed = True
-                    pause = pause_after_hand_back(self.queue_timeout, workflow.now() - first)
+                    pause = pause_after_hand_back(
+                        self.queue_timeout, workflow.now() - first, asked_pause(e)
+                    )
                     if pause is not None:
                         await workflow.sleep(pause)
                         continue
@@ -462,7 +467,9 @@ class FsSearchTools:
                 if handed_back(e):
                     # As on the activity route: off the queue a moment, then again.
                     handed = True
-                    pause = pause_after_hand_back(self.queue_timeout, workflow.now() - first)
+                    pause = pause_after_hand_back(
+                        self.queue_timeout, workflow.now() - first, asked_pause(e)
+                    )
                     if pause is not None:
                         await workflow.sleep(pause)
                         check = False
@@ -580,11 +587,28 @@ def handed_back(error: BaseException) -> bool:
     return isinstance(cause, ApplicationError) and cause.type == WORKSPACE_BUSY
 
 
-def pause_after_hand_back(queue_timeout: timedelta, waited: timedelta) -> timedelta | None:
-    """How long a handed-back call waits before it is scheduled again: :data:`HANDED_BACK_PAUSE`,
-    at most what is left of the queueing budget; None when nothing is left."""
+def pause_after_hand_back(
+    queue_timeout: timedelta, waited: timedelta, asked: timedelta | None = None
+) -> timedelta | None:
+    """How long a handed-back call waits before it is scheduled again: the pause the host
+    ``asked`` for (between :data:`MIN_HANDED_BACK_PAUSE` and :data:`MAX_HANDED_BACK_PAUSE`;
+    :data:`HANDED_BACK_PAUSE` when it asked none), at most what is left of the queueing
+    budget; None when nothing is left.
+
+    The host spaces a workspace's handed-back calls so that they come back about as often as
+    its calls end (``worker/_return_spacing.py``): a flood's calls cycle through the host
+    queue as often as the host can take them, not every pause each."""
     left = queue_timeout - waited
-    return min(HANDED_BACK_PAUSE, left) if left > timedelta(0) else None
+    if left <= timedelta(0):
+        return None
+    pause = HANDED_BACK_PAUSE if asked is None else asked
+    return min(max(pause, MIN_HANDED_BACK_PAUSE), MAX_HANDED_BACK_PAUSE, left)
+
+
+def asked_pause(error: BaseException) -> timedelta | None:
+    """The pause a host asked a handed-back call to wait (its failure's next retry delay)."""
+    cause = failure_cause(error)
+    return cause.next_retry_delay if isinstance(cause, ApplicationError) else None
 
 
 def _workflow_cancelled() -> bool:

@@ -13,18 +13,20 @@ import subprocess
 import sys
 import time
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from temporalio.worker import Worker
 
 from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.contract import HANDED_BACK_PRIORITY
+from fs_search.activities.contract import HANDED_BACK_PRIORITY, WORKSPACE_BUSY
 from fs_search.activities.held_root import HeldRoot
 from fs_search.activities.storage import local_storage
 from fs_search.activities.workspace import Changed, Workspace
 from fs_search.worker import build_services
 from fs_search.worker._fleet import Fleet, scan_root
+from fs_search.workflows._tools import MIN_HANDED_BACK_PAUSE
 from tests.helpers import sparse_file, write_tree
 from tests.procs import WorkerProcess
 from tests.workflows_under_test import Calls, CallsWorkflow, ConcurrentCallsWorkflow, Options
@@ -216,13 +218,34 @@ async def test_a_flood_holds_only_its_share_of_a_host_queue(dev_env, tmp_path):
         quiet_s = time.monotonic() - started
         flooded = await flood
         flood_s = time.monotonic() - flood_started
-        # A call handed back is scheduled again at the lowest priority, behind every other
-        # workspace's new calls; first attempts keep the default.
-        priorities = [
-            e.activity_task_scheduled_event_attributes.priority.priority_key
-            async for e in dev_env.client.get_workflow_handle(flood_id).fetch_history_events()
-            if e.HasField("activity_task_scheduled_event_attributes")
+        history = [
+            e async for e in dev_env.client.get_workflow_handle(flood_id).fetch_history_events()
         ]
+    # A call handed back is scheduled again at the lowest priority, behind every other
+    # workspace's new calls; first attempts keep the default.
+    priorities = [
+        e.activity_task_scheduled_event_attributes.priority.priority_key
+        for e in history
+        if e.HasField("activity_task_scheduled_event_attributes")
+    ]
+    # Each waits the pause the host asked (the flood's spaced one after another).
+    failures = [
+        e.activity_task_failed_event_attributes.failure.application_failure_info
+        for e in history
+        if e.HasField("activity_task_failed_event_attributes")
+    ]
+    asked = [f.next_retry_delay for f in failures if f.type == WORKSPACE_BUSY]
+    waited = [
+        e.timer_started_event_attributes.start_to_fire_timeout
+        for e in history
+        if e.HasField("timer_started_event_attributes")
+    ]
+    assert asked and len(waited) == len(asked), (len(asked), len(waited))
+    # (the workflow's timer holds the pause as float seconds: equal to a microsecond)
+    for w, a in zip(waited, asked, strict=True):
+        expected = max(a.ToTimedelta(), MIN_HANDED_BACK_PAUSE)
+        assert abs(w.ToTimedelta() - expected) <= timedelta(milliseconds=1), (w, a)
+    assert len({a.ToTimedelta() for a in asked}) > 1  # spaced, not all one pause
     print(
         f"quiet grep under the flood: {quiet_s:.2f} s; flood of 16: {flood_s:.1f} s, "
         f"{fleet.router.handed_back} calls handed back"

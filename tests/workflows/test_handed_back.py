@@ -1,8 +1,11 @@
 """A call a host queue hands back (WORKSPACE_BUSY: its workspace holds its share of the host)
-comes back to the caller at once and is scheduled again at the lowest priority, behind every
-other workspace's new calls (the flood through the queue is tests/worker/test_fleet_hostile.py)."""
+comes back to the caller at once and is scheduled again, after the pause the host asks, at the
+lowest priority, behind every other workspace's new calls (the flood through the queue is
+tests/worker/test_fleet_hostile.py)."""
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 from temporalio.common import RetryPolicy
 
@@ -13,7 +16,13 @@ from fs_search.activities.contract import (
     fairness_key_for,
 )
 from fs_search.workflows import FsSearchTools
-from fs_search.workflows._tools import with_contract_codes
+from fs_search.workflows._tools import (
+    HANDED_BACK_PAUSE,
+    MAX_HANDED_BACK_PAUSE,
+    MIN_HANDED_BACK_PAUSE,
+    pause_after_hand_back,
+    with_contract_codes,
+)
 
 
 def test_a_handed_back_call_is_not_retried_by_the_server():
@@ -38,3 +47,16 @@ def test_a_workspace_queue_call_carries_no_priority():
     """Only a host queue hands calls back; a workspace's own queue call keeps the workflow's
     priority untouched."""
     assert "priority" not in FsSearchTools("ws-1").activity_config(handed_back=True)
+
+
+def test_a_handed_back_call_waits_the_pause_its_host_asks_within_bounds():
+    """The host spaces a workspace's handed-back calls (worker/_return_spacing.py): the
+    caller waits what it asks, within bounds and what is left of the queueing budget."""
+    budget = timedelta(minutes=5)
+    second = timedelta(seconds=1)
+    assert pause_after_hand_back(budget, second, timedelta(seconds=7)) == timedelta(seconds=7)
+    assert pause_after_hand_back(budget, second) == HANDED_BACK_PAUSE  # a host asking none
+    assert pause_after_hand_back(budget, second, timedelta(0)) == MIN_HANDED_BACK_PAUSE
+    assert pause_after_hand_back(budget, second, timedelta(days=1)) == MAX_HANDED_BACK_PAUSE
+    assert pause_after_hand_back(budget, budget - second, timedelta(seconds=7)) == second
+    assert pause_after_hand_back(budget, budget, timedelta(seconds=7)) is None
