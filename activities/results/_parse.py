@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import base64
 import re
+from functools import partial
 from itertools import groupby, islice
-from operator import itemgetter
+from operator import is_not
 
 from pydantic_core import from_json
 
@@ -33,8 +34,8 @@ _MESSAGES = re.compile(
     rb'|\{"type":"(?:begin|end|context)"|[^\n]*"type":"summary")[^\n]*\n',
     re.MULTILINE,
 )
-# What a message's captures are: a match has a line number, any other message none.
-_IS_MATCH = itemgetter(2)
+# Whether a capture took part: any other message than a match captures None.
+_TOOK_PART = partial(is_not, None)
 
 
 def _without_eol(text: str) -> str:
@@ -44,7 +45,7 @@ def _without_eol(text: str) -> str:
     return text
 
 
-def _texts(lines: tuple[bytes, ...]) -> list[str]:
+def _texts(lines: list[bytes]) -> list[str]:
     """Matching lines as ``_LINE`` captured them (raw JSON string contents), each without
     its one \\n or \\r\\n.
 
@@ -129,22 +130,25 @@ class GrepStream:
         """The complete lines ``data[:end]``: in bulk when every line reads as a message
         whose path and line are text (nearly always), else one line at a time.
 
-        Each of ``_MESSAGES``' finds is one line to its newline, from a line's start: as
-        many finds as newlines means every line was read.
+        Split by ``_MESSAGES``, whose finds each are one line to its newline, the lines
+        leave nothing between and around the finds exactly when every line was read. The
+        split gives each find's captures in turn, no object per find (a tuple each would
+        only feed the cyclic collector).
         """
-        found = _MESSAGES.findall(data, 0, end)
-        if len(found) == data.count(b"\n", 0, end):
-            matches = list(filter(_IS_MATCH, found))
-            if matches:
-                self._add(matches)
+        parts = _MESSAGES.split(data if end == len(data) else data[:end])
+        if not any(parts[::4]):
+            numbers = list(filter(None, parts[3::4]))  # a match's is never empty
+            if numbers:
+                paths = list(filter(_TOOK_PART, parts[1::4]))
+                lines = list(filter(_TOOK_PART, parts[2::4]))
+                self._add(paths, lines, numbers)
             return
         for line in data[:end].split(b"\n"):
             self._line(line)
 
-    def _add(self, found: list[tuple[bytes, bytes, bytes]]) -> None:
+    def _add(self, paths: list[bytes], lines: list[bytes], numbers: list[bytes]) -> None:
         """Matches as ``_MESSAGES`` captured them, their strings decoded in a JSON parse or
         two (C code, no Python step per match beyond pairing)."""
-        paths, lines, numbers = zip(*found, strict=True)
         texts = _texts(lines)
         pairs = zip(from_json(b"[" + b",".join(numbers) + b"]"), texts, strict=True)
         files = self.files
