@@ -1,16 +1,19 @@
-"""A digest helper process: ``python -m fs_search.activities.results._helper``.
+"""A digest helper process: ``python -m fs_search.activities.results._helper [FD]``.
 
 Reads requests from stdin and writes answers to stdout, one at a time. A request is a
-length-prefixed pickle ``(job name, args, kwargs)`` followed by the raw rg output,
-length-prefixed and sent as is (no pickling of megabytes); the answer is a length-prefixed
-pickle ``("ok", result)`` or ``("error", exception)``. A helper runs only the functions
-registered in :data:`JOBS` (the pure digests of :mod:`fs_search.activities.results._digest`), looked
-up by name and called as ``job([raw], *args, **kwargs)``. It exits when stdin closes, so it
-never outlives the worker that started it.
+length-prefixed pickle ``(job name, args, kwargs)`` followed by the raw rg output's length;
+the output itself, sent as is (no pickling of megabytes), follows on the pipe whose
+descriptor is the argument ``FD`` (on stdin when there is none). The answer is a
+length-prefixed pickle ``("ok", result)`` or ``("error", exception)``. A helper runs only
+the functions registered in :data:`JOBS` (the pure digests of
+:mod:`fs_search.activities.results._digest`), looked up by name and called as
+``job([raw], *args, **kwargs)``. It exits when stdin closes, so it never outlives the
+worker that started it.
 """
 
 from __future__ import annotations
 
+import gc
 import pickle
 import struct
 import sys
@@ -50,25 +53,36 @@ def _read_exactly(stream: BinaryIO, size: int) -> bytes | None:
     return data if len(data) == size else None
 
 
-def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
-    """Answer requests until stdin closes."""
+def serve(stdin: BinaryIO, stdout: BinaryIO, data: BinaryIO | None = None) -> None:
+    """Answer requests until stdin closes; each request's output is read from ``data``
+    (default: from stdin, after the request)."""
     while True:
         header = _read_exactly(stdin, HEADER.size)
         if header is None:
             return
         body = _read_exactly(stdin, HEADER.unpack(header)[0])
         size = _read_exactly(stdin, HEADER.size)
-        raw = _read_exactly(stdin, HEADER.unpack(size)[0]) if size is not None else None
+        raw = _read_exactly(data or stdin, HEADER.unpack(size)[0]) if size is not None else None
         if body is None or raw is None:
             return
         name, args, kwargs = pickle.loads(body)
+        # A digest allocates a tuple or two per match and frees nothing cyclic: the cyclic
+        # collector would only walk them over and over (a fifth of a large parse's time).
+        gc.disable()
         try:
             answer: tuple[str, object] = ("ok", JOBS[name]([raw], *args, **kwargs))
         except Exception as e:  # noqa: BLE001 - every failure goes back to the caller
             answer = ("error", e)
+        finally:
+            gc.enable()
         stdout.write(frame(answer))
         stdout.flush()
 
 
 if __name__ == "__main__":
-    serve(sys.stdin.buffer, sys.stdout.buffer)
+    # The argument, when given: the descriptor of the pipe the output comes through.
+    serve(
+        sys.stdin.buffer,
+        sys.stdout.buffer,
+        open(int(sys.argv[1]), "rb") if len(sys.argv) > 1 else None,  # noqa: SIM115
+    )

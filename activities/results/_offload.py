@@ -27,6 +27,7 @@ import os
 import pickle
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
@@ -47,6 +48,7 @@ SPLIT_THRESHOLD_BYTES = 4 * 1024 * 1024
 # Allocations from this size are always served by mmap, so freeing them returns the memory.
 MMAP_THRESHOLD_BYTES = 1024 * 1024
 _M_MMAP_THRESHOLD = -3  # glibc's mallopt() parameter number
+_IOV_MAX = 1024  # buffers one writev() takes at most (Linux)
 
 
 def mmap_large_allocations(threshold: int = MMAP_THRESHOLD_BYTES) -> bool:
@@ -91,31 +93,69 @@ class HelperDied(RuntimeError):
 
 
 class _Helper:
-    """One helper process and its pipes; answers one request at a time."""
+    """One helper process and its pipes; answers one request at a time.
 
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+    Requests go through its stdin, the raw output they digest through a pipe of its own
+    (:attr:`data`, blocking), written by a thread in one ``writev``: the kernel copies it
+    while the GIL is free, so a thread parsing meanwhile (the head of a split output) and
+    the event loop are not held up.
+    """
+
+    def __init__(self, proc: asyncio.subprocess.Process, data: int) -> None:
         self.proc = proc
+        self.data = data  # the write end of the helper's data pipe
+        self._lock = threading.Lock()
+        self._writing = False  # a thread is writing to ``data``
+        self._killed = False  # ``data`` is closed by kill(), or by the writer after it
 
     @classmethod
     async def start(cls) -> _Helper:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-I",
-            "-m",
-            "fs_search.activities.results._helper",
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            cwd="/",
-            start_new_session=True,
-            limit=1024 * 1024,
-        )
+        read, write = os.pipe()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-I",
+                "-m",
+                "fs_search.activities.results._helper",
+                str(read),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                cwd="/",
+                start_new_session=True,
+                limit=1024 * 1024,
+                pass_fds=(read,),
+            )
+        except BaseException:
+            os.close(write)
+            raise
+        finally:
+            os.close(read)
+        fds = [write]
         for pipe in (proc.stdin, proc.stdout):
             transport = getattr(pipe, "transport", None) or getattr(pipe, "_transport", None)
             fileobj = transport.get_extra_info("pipe") if transport is not None else None
-            if fileobj is not None and hasattr(fcntl, "F_SETPIPE_SZ"):
+            if fileobj is not None:
+                fds.append(fileobj.fileno())
+        if hasattr(fcntl, "F_SETPIPE_SZ"):
+            for fd in fds:
                 with contextlib.suppress(OSError, ValueError):
-                    fcntl.fcntl(fileobj.fileno(), fcntl.F_SETPIPE_SZ, 1024 * 1024)
-        return cls(proc)
+                    fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 1024 * 1024)
+        return cls(proc, write)
+
+    def _write(self, chunks: list[bytes]) -> None:
+        """Write ``chunks`` to the data pipe (in a thread: blocks until the helper has
+        read all but the pipe's last megabyte)."""
+        with self._lock:
+            if self._killed:
+                raise BrokenPipeError("digest helper killed")
+            self._writing = True
+        try:
+            _write_all(self.data, chunks)
+        finally:
+            with self._lock:
+                self._writing = False
+                if self._killed:
+                    os.close(self.data)
 
     async def call(
         self,
@@ -129,10 +169,11 @@ class _Helper:
         try:
             self.proc.stdin.write(frame((name, args, kwargs)))
             self.proc.stdin.write(HEADER.pack(sum(len(c) for c in chunks)))
-            self.proc.stdin.writelines(chunks)
             await self.proc.stdin.drain()
+            writing = asyncio.ensure_future(asyncio.to_thread(self._write, chunks))
             if sent is not None:
                 sent.set()
+            await writing
             header = await self.proc.stdout.readexactly(HEADER.size)
             body = await self.proc.stdout.readexactly(HEADER.unpack(header)[0])
         except (ConnectionError, asyncio.IncompleteReadError, BrokenPipeError) as e:
@@ -145,6 +186,25 @@ class _Helper:
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
+        with self._lock:
+            if self._killed:
+                return
+            self._killed = True
+            if not self._writing:  # else the writer closes it once its write fails
+                os.close(self.data)
+
+
+def _write_all(fd: int, chunks: list[bytes]) -> None:
+    """Write every chunk to the blocking ``fd`` (a ``writev`` or a few)."""
+    views = [memoryview(chunk) for chunk in chunks if chunk]
+    while views:
+        written = os.writev(fd, views[:_IOV_MAX])
+        while written:
+            if written >= len(views[0]):
+                written -= len(views.pop(0))
+            else:
+                views[0] = views[0][written:]
+                written = 0
 
 
 class Offload:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import base64
 import re
-from itertools import groupby, islice, repeat
+from functools import partial
+from itertools import groupby, islice
+from operator import is_not
 
 from pydantic_core import from_json
 
@@ -17,16 +19,23 @@ _SUMMARY_MARK = b'"type":"summary"'
 # (offsets, submatches) is cut off before parsing. The sequence cannot occur inside a
 # JSON string (its quotes would be escaped), so its first occurrence is the key.
 _AFTER_NEEDED = b',"absolute_offset":'
-# Every message of rg's has this once (inside a string its quotes would be escaped).
-_TYPE_KEY = b'"type":"'
 # A JSON string's contents as rg writes them, on one line.
 _STRING = rb'[^"\\\n]*(?:\\.[^"\\\n]*)*'
-# A match message up to its line number, with path and line as text (rg's key order):
-# path, line and number captured raw. The opening sequence cannot occur inside a string.
-_MATCHES = re.compile(
-    rb'\{"type":"match","data":\{"path":\{"text":"(' + _STRING + rb')"\},'
-    rb'"lines":\{"text":"(' + _STRING + rb')"\},"line_number":(\d+),'
+# A match's line as rg writes it: its one line, so a \n escape only last (its end of line).
+_LINE = rb'[^"\\\n]*(?:\\[^n\n][^"\\\n]*)*(?:\\n)?'
+# One whole line of output, from its start to its newline: a match message with path and
+# line as text (rg's key order: path, line and number captured raw, the rest of the line
+# skipped), or any other message, recognised by its start (begin, end, context) or by its
+# type (the summary, written with sorted keys), which captures nothing. The opening
+# sequences cannot occur inside a string (their quotes would be escaped).
+_MESSAGES = re.compile(
+    rb'^(?:\{"type":"match","data":\{"path":\{"text":"(' + _STRING + rb')"\},'
+    rb'"lines":\{"text":"(' + _LINE + rb')"\},"line_number":(\d+),'
+    rb'|\{"type":"(?:begin|end|context)"|[^\n]*"type":"summary")[^\n]*\n',
+    re.MULTILINE,
 )
+# Whether a capture took part: any other message than a match captures None.
+_TOOK_PART = partial(is_not, None)
 
 
 def _without_eol(text: str) -> str:
@@ -34,6 +43,28 @@ def _without_eol(text: str) -> str:
     if text[-1:] == "\n":
         return text[:-2] if text[-2:] == "\r\n" else text[:-1]
     return text
+
+
+def _texts(lines: list[bytes]) -> list[str]:
+    """Matching lines as ``_LINE`` captured them (raw JSON string contents), each without
+    its one \\n or \\r\\n.
+
+    Nearly always every line ends with its \\n and none has a \\u escape: they are then
+    decoded as one string and split at its newlines (a line's only \\n is its last, so there
+    are as many as lines exactly when each has one). Otherwise each line is decoded on its
+    own.
+    """
+    raw = b"".join(lines)
+    if b"\\u" not in raw:
+        whole: str = from_json(b'"' + raw + b'"')
+        if whole.count("\n") == len(lines):
+            texts = whole.split("\n")
+            texts.pop()  # after the last line's \n
+            if "\r" in whole:
+                texts = [text[:-1] if text[-1:] == "\r" else text for text in texts]
+            return texts
+    decoded: list[str] = from_json(b'["' + b'","'.join(lines) + b'"]')
+    return [_without_eol(text) for text in decoded]
 
 
 class MalformedOutput(ValueError):
@@ -96,30 +127,29 @@ class GrepStream:
             raise MalformedOutput(f"unreadable match message: {e}") from e
 
     def _lines(self, data: bytes, end: int) -> None:
-        """The complete lines ``data[:end]``: in bulk when every line is a message and every
-        match message reads as text (nearly always), else one line at a time."""
-        found = _MATCHES.findall(data, 0, end)
-        if len(found) == data.count(_MATCH_PREFIX, 0, end) and data.count(
-            b"\n", 0, end
-        ) == data.count(_TYPE_KEY, 0, end):
-            if found:
-                self._add(found)
+        """The complete lines ``data[:end]``: in bulk when every line reads as a message
+        whose path and line are text (nearly always), else one line at a time.
+
+        Split by ``_MESSAGES``, whose finds each are one line to its newline, the lines
+        leave nothing between and around the finds exactly when every line was read. The
+        split gives each find's captures in turn, no object per find (a tuple each would
+        only feed the cyclic collector).
+        """
+        parts = _MESSAGES.split(data if end == len(data) else data[:end])
+        if not any(parts[::4]):
+            numbers = list(filter(None, parts[3::4]))  # a match's is never empty
+            if numbers:
+                paths = list(filter(_TOOK_PART, parts[1::4]))
+                lines = list(filter(_TOOK_PART, parts[2::4]))
+                self._add(paths, lines, numbers)
             return
         for line in data[:end].split(b"\n"):
             self._line(line)
 
-    def _add(self, found: list[tuple[bytes, bytes, bytes]]) -> None:
-        """Matches as ``_MATCHES`` captured them, their strings decoded in one JSON parse
-        each (C code, no Python step per match beyond pairing)."""
-        paths, lines, numbers = zip(*found, strict=True)
-        texts: list[str] = from_json(b'["' + b'","'.join(lines) + b'"]')
-        # A line comes with its end of line: strip one \n or \r\n.
-        if all(map(str.endswith, texts, repeat("\n"))) and not any(
-            map(str.endswith, texts, repeat("\r\n"))
-        ):
-            texts = [text[:-1] for text in texts]
-        else:
-            texts = [_without_eol(text) for text in texts]
+    def _add(self, paths: list[bytes], lines: list[bytes], numbers: list[bytes]) -> None:
+        """Matches as ``_MESSAGES`` captured them, their strings decoded in a JSON parse or
+        two (C code, no Python step per match beyond pairing)."""
+        texts = _texts(lines)
         pairs = zip(from_json(b"[" + b",".join(numbers) + b"]"), texts, strict=True)
         files = self.files
         # rg writes each file's messages together: paths come in runs, one per file.

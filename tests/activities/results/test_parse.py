@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import subprocess
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fs_search.activities.results import _parse as parse
+from fs_search.activities.rg import _command as command
 
 
 def _match(path: dict, line: dict, number: int) -> bytes:
@@ -271,3 +274,58 @@ def test_a_bad_line_beside_good_matches_is_still_malformed(line):
     """Garbage among well-formed matches, or an invalid escape, is reported, not skipped."""
     with pytest.raises(parse.MalformedOutput):
         parse.parse_chunks([line])
+
+
+# --- real rg over a hostile tree ----------------------------------------------------------
+# What rg itself writes for hostile names and contents, parsed in bulk however it is cut,
+# gives what json.loads of each match message gives.
+
+HOSTILE_FILES: dict[bytes, bytes] = {
+    b"plain.txt": b"".join(b"needle %d\n" % i for i in range(3000)),
+    b"crlf.txt": b"needle one\r\nneedle two\r\r\nnot here\r\nneedle\r\n",
+    b"no-eol.txt": b"first needle\nlast needle",
+    b"escapes.txt": (
+        b'needle "quoted" \\n not a newline\n'
+        b"needle \\\\ backslashes \\\n"
+        b"needle \x01 control \x1b[31m escape \x7f del\n"
+        b"needle \t tab \x0c form feed \x0b vtab\n"
+        b"needle \xc3\xa9 \xe2\x98\x83 \xf0\x9f\x98\x80 \xe2\x80\xa8 separators\n"
+        b"needle \\u000a looks like an escape\n"
+    ),
+    b"bad-\xff-name.txt": b"needle in a non-UTF-8 name\n",
+    b"bad-content.txt": b"needle \xff\xfe not UTF-8\nneedle fine\n",
+    b"new\nline.txt": b"needle in a name with a newline\n",
+    b'quote"and\\slash.txt': b"needle\n",
+    b"huge.txt": b"needle " + b"y" * (3 * 1024 * 1024) + b"\nneedle after the huge line\n",
+}
+
+
+def _by_definition(out: bytes) -> list[tuple[str, list[tuple[int, str]]]]:
+    """json.loads of each of rg's match messages, one end of line off, ordered as by_path."""
+    messages = []
+    for line in out.split(b"\n"):
+        if line.startswith(b'{"type":"match"'):
+            data = json.loads(line)["data"]
+            path, text = parse.decode_field(data["path"]), parse.decode_field(data["lines"])
+            messages.append((path, text, data["line_number"]))
+    return _expected(messages)
+
+
+def test_real_rg_output_of_hostile_files_parses_as_json_loads_says(tmp_path, rg_bin):
+    """rg --json (grep's argv) over hostile names and contents (non-UTF-8, escapes, a
+    newline in a name, CRLF, no last end of line, a 3 MiB line): bulk or not, cut anywhere,
+    each match is what json.loads says."""
+    for name, content in HOSTILE_FILES.items():
+        (tmp_path / os.fsdecode(name)).write_bytes(content)
+    out = subprocess.run(
+        command.for_grep("needle", rg=rg_bin, threads=1),
+        cwd=tmp_path,
+        capture_output=True,
+        check=True,
+    ).stdout
+    expected = _by_definition(out)
+    assert sum(len(lines) for _, lines in expected) == 3000 + 3 + 2 + 6 + 1 + 2 + 1 + 1 + 2
+    for size in (1 << 20, 65536, 4093, 997):
+        stream = parse.parse_chunks(_pieces(out, size))
+        assert stream.by_path() == expected, size
+        assert stream.total == 3018
