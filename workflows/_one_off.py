@@ -218,7 +218,7 @@ class FsSearchClient(FsSearchTools):
         log.warning(
             "the Temporal server at %s (namespace %s) does not run standalone "
             "activities (%s); one-off calls run as one-call workflows (fs_search.Call) "
-            "instead, ~100 ms more per call",
+            "instead, a workflow's round trips more per call",
             key[0],
             key[1],
             error.message,
