@@ -20,6 +20,7 @@ import hashlib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Literal, Self
 
@@ -369,6 +370,11 @@ WORKSPACE_BUSY = "FS_SEARCH_WORKSPACE_BUSY"
 # the host queue and a flood cycling through the queue never stands between a quiet
 # workspace and the worker.
 HANDED_BACK_PRIORITY = 5
+# The pause a handed-back call waits before it is scheduled again lies between these: the
+# host asks for one in that range (worker/_return_spacing.py), the caller keeps whatever it is
+# asked within them (workflows/_tools.py).
+MIN_HANDED_BACK_PAUSE = timedelta(seconds=1)
+MAX_HANDED_BACK_PAUSE = timedelta(seconds=30)
 
 
 def fairness_key_for(workspace_id: str) -> str:

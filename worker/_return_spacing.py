@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fs_search.activities.contract import MAX_HANDED_BACK_PAUSE, MIN_HANDED_BACK_PAUSE
+
 # How much a newly measured interval between a workspace's ended calls moves the estimate.
 WEIGHT = 0.3
 # Spreads the pauses of calls beyond the longest evenly (the fractional parts of n x this).
@@ -47,8 +49,8 @@ class ReturnSpacing:
         initial: the spacing before two of a workspace's calls have ended.
     """
 
-    first: float = 1.0
-    longest: float = 30.0
+    first: float = MIN_HANDED_BACK_PAUSE.total_seconds()
+    longest: float = MAX_HANDED_BACK_PAUSE.total_seconds()
     fastest: float = 0.05
     slowest: float = 2.0
     initial: float = 0.2

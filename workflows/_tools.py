@@ -42,7 +42,9 @@ with workflow.unsafe.imports_passed_through():
         GLOB_ACTIVITY,
         GREP_ACTIVITY,
         HANDED_BACK_PRIORITY,
+        MAX_HANDED_BACK_PAUSE,
         MAX_READ_SPILL_LINES,
+        MIN_HANDED_BACK_PAUSE,
         NON_RETRYABLE_ERROR_TYPES,
         READ_SPILL_ACTIVITY,
         TOOL_ARGUMENTS,
@@ -88,10 +90,9 @@ DEFAULT_RETRY_POLICY = RetryPolicy(
 LIVENESS_TIMEOUT = timedelta(seconds=15)
 # How long a call a host queue handed back (WORKSPACE_BUSY: its workspace held its share of
 # the host) waits before it is scheduled again: the pause the host asks for (it spaces a
-# workspace's handed-back calls), within these bounds; the first when it asks for none.
+# workspace's handed-back calls), within MIN_HANDED_BACK_PAUSE and MAX_HANDED_BACK_PAUSE (the
+# contract's, which the host keeps to as well); this one when it asks for none.
 HANDED_BACK_PAUSE = timedelta(seconds=2)
-MIN_HANDED_BACK_PAUSE = timedelta(seconds=1)
-MAX_HANDED_BACK_PAUSE = timedelta(seconds=30)
 
 
 def with_contract_codes(policy: RetryPolicy) -> RetryPolicy:

@@ -305,8 +305,8 @@ class Offload:
         remainder.add_done_callback(hand_over)
         shipped = asyncio.ensure_future(sent.wait())
         try:
-            # The tail goes into the helper's pipe first: shipped while the head is being
-            # parsed, its writes would wait for the parsing thread's GIL.
+            # The head's parse starts once the tail's shipping has: its request through the
+            # helper's stdin, its bytes through the data pipe by a thread of their own.
             await asyncio.wait([remainder, shipped], return_when=asyncio.FIRST_COMPLETED)
             return await asyncio.to_thread(job, head, *args, rest=handed.result, **kwargs)
         finally:
