@@ -73,15 +73,93 @@ _MATCH_JSON = 64
 # A glob path's JSON beyond its text: quotes and a comma, with room for escapes.
 _PATH_JSON = 4
 
-# What parsing part of an output yields: its files' matching lines and how many there are.
-Part = tuple[dict[str, FileLines], int]
+
+@dataclass(frozen=True)
+class GrepPart:
+    """What parsing an output, or a part of one, yields: small enough to pickle cheaply
+    when a helper parsed it (a page's worth of lines, and the artifact as text).
+
+    Attributes:
+        total: its matching lines.
+        counts: each file's number of matching lines, files in path order (every file).
+        lines: each file's lines, ascending: every file's when ``every`` was asked, else
+            only those a page may show (the part's first ``cap`` in path order: no match
+            after them can be among the first ``cap`` of the whole output either).
+        blocks: each file's artifact block (:func:`render.grep_artifact_block`), when asked.
+    """
+
+    total: int
+    counts: dict[str, int]
+    lines: dict[str, FileLines]
+    blocks: dict[str, str] | None
 
 
-def grep_part(chunks: list[bytes]) -> Part:
-    """Parse a later part of an ``rg --json`` output (cut at a line end) on its own: a
-    helper's share of a large output, merged by :func:`grep` (``rest``)."""
+def _path_order(path: str) -> list[str]:
+    return path.split("/")
+
+
+def _part(
+    files: dict[str, FileLines], total: int, *, cap: int, every: bool, blocks: bool
+) -> GrepPart:
+    """``files`` (as parsed) in path order, kept and rendered as asked (see :class:`GrepPart`)."""
+    counts: dict[str, int] = {}
+    kept: dict[str, FileLines] = {}
+    rendered: dict[str, str] | None = {} if blocks else None
+    room = cap
+    for path in sorted(files, key=_path_order):
+        lines = files[path]
+        lines.sort()  # already in order from rg: a linear pass
+        counts[path] = len(lines)
+        if every:
+            kept[path] = lines
+        elif room > 0:
+            kept[path] = lines if len(lines) <= room else lines[:room]
+            room -= len(kept[path])
+        if rendered is not None:
+            rendered[path] = render.grep_artifact_block(lines)
+    return GrepPart(total, counts, kept, rendered)
+
+
+def _merge(head: GrepPart, tail: GrepPart) -> GrepPart:
+    """The parts of an output cut in two at a line end, as one.
+
+    rg writes a file's matches together, in line order: at most the file at the cut has
+    matches in both parts, the head's first."""
+    counts = dict(head.counts)
+    for path, count in tail.counts.items():
+        counts[path] = counts.get(path, 0) + count
+    order = sorted(counts, key=_path_order)
+    lines = {**head.lines}
+    for path, got in tail.lines.items():
+        lines[path] = lines[path] + got if path in lines else got
+    blocks = None
+    if head.blocks is not None and tail.blocks is not None:
+        blocks = {**head.blocks}
+        for path, block in tail.blocks.items():
+            blocks[path] = f"{blocks[path]}\n{block}" if path in blocks else block
+    return GrepPart(
+        total=head.total + tail.total,
+        counts={path: counts[path] for path in order},
+        lines={path: lines[path] for path in order if path in lines},
+        blocks=blocks,
+    )
+
+
+def grep_part(
+    chunks: list[bytes],
+    target: SearchTarget,
+    *,
+    cap: int,
+    max_line_bytes: int,
+    artifact: bool,
+    every: bool,
+) -> GrepPart:
+    """Parse a later part of an ``rg --json`` output (cut at a line end) on its own, and
+    render its artifact blocks when an artifact is asked: a helper's share of a large
+    output, merged by :func:`grep` (``rest``). Takes :func:`grep`'s arguments."""
+    del target, max_line_bytes  # the head applies them to the whole
     stream = parse.parse_chunks(chunks)
-    return stream.files, stream.total
+    return _part(stream.files, stream.total, cap=cap, every=every, blocks=artifact)
 
 
 def grep(
@@ -92,28 +170,37 @@ def grep(
     max_line_bytes: int,
     artifact: bool,
     every: bool,
-    rest: Callable[[], Part] | None = None,
+    rest: Callable[[], GrepPart] | None = None,
 ) -> GrepDigest:
     """Parse ``rg --json`` chunks; page, artifact and full list as asked.
 
     ``rest``, when given, returns the parsed remainder of the output (``chunks`` then
-    being its head, cut at a line end): called once the head is parsed, while another
-    process may still be parsing the remainder.
+    being its head, cut at a line end): called once the head is parsed and rendered, while
+    another process may still be parsing and rendering the remainder.
 
     Raises:
         parse.MalformedOutput: the output is not rg's JSON lines.
     """
     stream = parse.parse_chunks(chunks)
+    # The artifact's blocks: only when over the cap; a head renders its own at once (the
+    # whole output's total is not known yet, and a split output is large).
+    blocks = artifact and (rest is not None or stream.total > cap)
+    part = _part(stream.files, stream.total, cap=cap, every=every, blocks=blocks)
     if rest is not None:
-        stream.merge(*rest())
-    files = [(target.display(path), lines) for path, lines in stream.by_path()]
+        part = _merge(part, rest())
+    display = {path: target.display(path) for path in part.counts}
+    files = [(display[path], lines) for path, lines in part.lines.items()]
     page = render.grep_page(files, cap=cap, max_line_bytes=max_line_bytes)
-    over_cap = stream.total > len(page)
+    text = None
+    if artifact and part.total > len(page) and part.blocks is not None:
+        text = render.grep_artifact_of_blocks(
+            [(display[path], part.blocks[path]) for path in part.counts]
+        )
     return GrepDigest(
-        total=stream.total,
-        files=len(files),
+        total=part.total,
+        files=len(part.counts),
         page=page,
-        artifact=render.grep_artifact(files) if artifact and over_cap else None,
+        artifact=text,
         every=files if every else None,
     )
 

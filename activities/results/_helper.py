@@ -39,7 +39,7 @@ JOBS: dict[str, Callable[..., Any]] = {
 }
 # Jobs whose output may be split when one runs alone: the job's remainder-parsing part, run
 # in a helper while the job parses the head in a thread (the job's ``rest`` argument).
-SPLITS: dict[str, Callable[[list[bytes]], Any]] = {job_name(digest.grep): digest.grep_part}
+SPLITS: dict[str, Callable[..., Any]] = {job_name(digest.grep): digest.grep_part}
 
 
 def frame(value: object) -> bytes:

@@ -290,7 +290,14 @@ class Offload:
         part = SPLITS[name]
         sent = asyncio.Event()
         remainder = asyncio.ensure_future(
-            self._in_helper(functools.partial(part, tail), job_name(part), tail, (), {}, sent=sent)
+            self._in_helper(
+                functools.partial(part, tail, *args, **kwargs),
+                job_name(part),
+                tail,
+                args,
+                kwargs,
+                sent=sent,
+            )
         )
         handed: concurrent.futures.Future[Any] = concurrent.futures.Future()
 

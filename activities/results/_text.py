@@ -164,25 +164,28 @@ def grouped(lines: Sequence[Line]) -> str:
 
 def grep_artifact(files: Sequence[tuple[str, FileLines]]) -> str:
     """The spill artifact of a grep: every match with its full line, grouped by file."""
-    out = _grep_artifact_lines(files, escape=False)
-    text = "\n".join(out) + "\n"
-    if _breaks_only_at(text, len(out)):
-        return text
-    return "\n".join(_grep_artifact_lines(files, escape=True)) + "\n"
+    return grep_artifact_of_blocks([(path, grep_artifact_block(lines)) for path, lines in files])
 
 
-def _grep_artifact_lines(files: Sequence[tuple[str, FileLines]], *, escape: bool) -> list[str]:
+def grep_artifact_block(lines: FileLines) -> str:
+    """One file's matches as its artifact shows them: a ``  Line N: <text>`` line each, no
+    header. Built where the file's lines were parsed (a helper builds its part's), so a
+    large artifact is rendered on every core that parsed it."""
+    block = "\n".join([f"  Line {number}: {text}" for number, text in lines])
+    if _breaks_only_at(block, len(lines) - 1):
+        return block
+    return "\n".join([f"  Line {number}: {one_line(text)}" for number, text in lines])
+
+
+def grep_artifact_of_blocks(blocks: Sequence[tuple[str, str]]) -> str:
+    """The artifact from each file's display path and block (:func:`grep_artifact_block`),
+    files in order: ``<path>:``, its block, a blank line between files."""
     out: list[str] = []
-    for path, lines in files:
+    for path, block in blocks:
         if out:
             out.append("")
-        if escape:
-            out.append(f"{one_line(path)}:")
-            out.extend([f"  Line {number}: {one_line(text)}" for number, text in lines])
-        else:
-            out.append(f"{path}:")
-            out.extend([f"  Line {number}: {text}" for number, text in lines])
-    return out
+        out += (f"{one_line(path)}:", block)
+    return "\n".join(out) + "\n"
 
 
 # --- shared --------------------------------------------------------------------------
