@@ -105,9 +105,9 @@ class Executor:
     """Runs argvs (never shell strings) as process groups it can always kill.
 
     With a ``sandbox``, rg is started by the fork server
-    (:mod:`~fs_search.activities.rg._fork_client`): forked from a small single-threaded process
-    started once, confined there, its group killed by that server ``backstop_grace`` after
-    the budget, and killed with it when the worker dies. Without one, the argv runs directly
+    (:mod:`~fs_search.activities.rg._fork_client`): spawned by a small process started once,
+    confined there, its group killed by that server ``backstop_grace`` after the budget, and
+    killed when the worker dies. Without one, the argv runs directly
     (under ``backstop`` when given).
 
     Args:

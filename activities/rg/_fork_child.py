@@ -1,13 +1,14 @@
-"""What each child of the fork server applies to itself before it execs rg: resource limits
-and a Landlock ruleset (stdlib only: the fork server, ``_fork_server.py``, loads this file);
-and the kernel's Landlock ABI, probed once by the worker.
+"""What confines each rg before the fork server starts it: resource limits and a Landlock
+ruleset (stdlib only: the fork server, ``_fork_server.py``, loads this file); and the
+kernel's Landlock ABI, probed once by the worker.
 
-The fork server builds each search's ruleset before forking (:func:`ruleset`: rg may read
-beneath the directory it searches, held by descriptor, read the files its loader opens and
-run itself; nothing else, and no write anywhere); the child limits itself (:func:`limit`)
-and enforces the ruleset (:func:`enforce`), then execs rg in place (same pid, same process
-group), so rg inherits every restriction and nothing of the multi-threaded worker runs between
-fork and exec.
+The fork server builds each search's ruleset (:func:`ruleset`: rg may read beneath the
+directory it searches, held by descriptor, read the files its loader opens and run itself;
+nothing else, and no write anywhere), and a thread of its own, started for that search,
+enforces it on itself (:func:`enforce`: Landlock and ``no_new_privs`` hold for the calling
+thread and whatever it starts) before it starts rg with ``posix_spawn``; the limits
+(:func:`limit`) are the server's own, set once, and every rg inherits them. So rg inherits
+every restriction, and nothing of the multi-threaded worker runs in between.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ _SCOPES = (1 << 0) | (1 << 1)  # abstract unix sockets and signals (ABI 6)
 
 @functools.cache
 def _libc() -> ctypes.CDLL:
-    # Once per process: a child forked by the fork server inherits it ready to call.
+    # Once per process: the fork server's threads share it, ready to call.
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     return libc
@@ -65,8 +66,7 @@ def _check(libc: ctypes.CDLL, result: int, what: str) -> int:
 
 def ruleset(abi: int, readable: list[int], files: list[str], executable: str) -> int:
     """A Landlock ruleset (its descriptor) allowing only reading beneath the directories
-    open as ``readable``, reading ``files`` and running ``executable``. The fork server
-    builds it before forking (in the child, the same work cost ~0.8 ms a search)."""
+    open as ``readable``, reading ``files`` and running ``executable``."""
     libc = _libc()
     handled = _fs_rights(abi)
     attr = struct.pack("=Q", handled)
@@ -116,8 +116,8 @@ def ruleset(abi: int, readable: list[int], files: list[str], executable: str) ->
 
 
 def enforce(ruleset: int) -> None:
-    """Restrict this process (and what it execs) by ``ruleset`` (see :func:`ruleset`),
-    which is closed."""
+    """Restrict the calling thread (and what it starts) by ``ruleset`` (see
+    :func:`ruleset`), which is closed."""
     libc = _libc()
     try:
         _check(libc, libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")

@@ -5,13 +5,14 @@ One :class:`ForkServerClient` per executor starts the fork server (stdlib only, 
 between its fork and exec), in its own session, holding one end of a ``SOCK_SEQPACKET``
 socket pair. Each run sends the argv, the environment, the niceness and the budget plus the
 descriptors (rg's stdout and stderr sockets, the directory it runs in, the tree it may read);
-the server forks a child, which confines itself (``_fork_child.py``) and execs rg, answers
-with the pid (rg's process group), kills the group at the budget (the backstop), and reports
-the exit. The worker reads the outputs itself and may signal the group at any time.
+the server starts rg confined (``_fork_child.py``), answers with the pid (rg's process
+group) and a pidfd of it, kills the group at the budget (the backstop), and reports the
+exit. The worker reads the outputs itself and may signal the group at any time.
 
-The server dies with the worker (``PR_SET_PDEATHSIG``, set by the server itself) and its
-children with it; if it exits for any other reason, the runs in flight end (their rg dies
-with it) and the next run starts a new server.
+The server dies with the worker (``PR_SET_PDEATHSIG``), killing its children first; if it
+exits for any other reason, the worker kills the rg processes in flight through their
+pidfds (no pid it did not start can be hit), those runs end, and the next run starts a new
+server.
 """
 
 from __future__ import annotations
@@ -62,6 +63,12 @@ class ForkError(Exception):
 class _Pending:
     pid: asyncio.Future[int | None]
     exit: asyncio.Future[tuple[int, Failure | None]]
+    pidfd: int | None = None  # rg's, from the server with its pid, until its exit is known
+
+    def forget(self) -> None:
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
 
 
 @dataclass(eq=False)
@@ -151,27 +158,44 @@ class _Connection:
     def _readable(self) -> None:
         while True:
             try:
-                data = self.sock.recv(65536)
+                data, ancdata, _, _ = self.sock.recvmsg(
+                    65536, socket.CMSG_SPACE(4), socket.MSG_CMSG_CLOEXEC
+                )
             except BlockingIOError:
                 return
             except OSError:
-                data = b""
+                data, ancdata = b"", []
+            fds: list[int] = []
+            for level, kind, payload in ancdata:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    usable = len(payload) - len(payload) % 4
+                    fds.extend(memoryview(payload)[:usable].cast("i"))
             if not data:
+                for fd in fds:
+                    os.close(fd)
                 self._lost()
                 return
-            self._answer(json.loads(data))
+            self._answer(json.loads(data), fds)
 
-    def _answer(self, message: dict[str, object]) -> None:
+    def _answer(self, message: dict[str, object], fds: list[int]) -> None:
         rid = message.get("id")
         pending = self.pending.get(rid) if isinstance(rid, int) else None
         if pending is None or not isinstance(rid, int):
+            for fd in fds:
+                os.close(fd)
             log.error("the fork server answered an unknown request: %r", message)
             return
         if "pid" in message:
             pid = message["pid"]
             if not pending.pid.done() and isinstance(pid, int):
+                pending.pidfd, fds = (fds[0], fds[1:]) if fds else (None, fds)
                 pending.pid.set_result(pid)
+            for fd in fds:
+                os.close(fd)
             return
+        for fd in fds:
+            os.close(fd)
+        pending.forget()
         del self.pending[rid]
         code = message.get("exit")
         raw = message.get("failure")
@@ -182,7 +206,8 @@ class _Connection:
             pending.exit.set_result((code if isinstance(code, int) else -signal.SIGKILL, failure))
 
     def _lost(self) -> None:
-        """The server has gone: its children died with it (PR_SET_PDEATHSIG)."""
+        """The server has gone: the rg processes it started and had not reaped are killed
+        here, through their pidfds."""
         if not self.alive:
             return
         self.alive = False
@@ -191,9 +216,13 @@ class _Connection:
         self.sock.close()
         gone = Failure("server", 0, "the fork server exited")
         for pending in self.pending.values():
-            # A started rg was killed with the server (as if SIGKILLed); one not yet
+            # A started rg is killed with the server (reported as SIGKILLed); one not yet
             # started never will be.
             started = pending.pid.done()
+            if pending.pidfd is not None:
+                with contextlib.suppress(OSError):
+                    signal.pidfd_send_signal(pending.pidfd, signal.SIGKILL)
+            pending.forget()
             if not started:
                 pending.pid.set_result(None)
             if not pending.exit.done():
@@ -210,6 +239,8 @@ class _Connection:
             with contextlib.suppress(Exception):
                 self.loop.remove_reader(self.sock.fileno())
             self.sock.close()
+            for pending in self.pending.values():
+                pending.forget()
 
 
 class ForkServerClient:

@@ -1,5 +1,5 @@
-"""How rg is confined: Landlock (when the kernel has it) and resource limits, which each
-child of the fork server applies to itself before it execs rg (``_fork_child.py``)."""
+"""How rg is confined: Landlock (when the kernel has it) and resource limits, which the fork
+server applies before it starts each rg (``_fork_child.py``)."""
 
 from __future__ import annotations
 

@@ -325,3 +325,28 @@ async def test_runs_beyond_max_running_wait_queued_within_their_budget(huge, rg_
     first.cancel()
     await asyncio.gather(first, return_exceptions=True)
     assert (await second).returncode == 0 and waiting.phase == "rg"
+
+
+async def test_each_run_is_confined_to_its_own_tree_and_the_server_to_none(
+    executor, tmp_path, rg_bin
+):
+    """rg is started by a thread of the server that confined itself for that run alone: a
+    run in one tree cannot read another, the next run (in the other tree) reads its own, and
+    the server itself keeps no confinement and no workspace as its directory."""
+    if executor.sandbox is None or not executor.sandbox.landlock_abi:
+        pytest.skip("this kernel has no Landlock")
+    a, b = tmp_path / "a", tmp_path / "b"
+    write_tree(a, {"in_a.txt": "needle\n"})
+    write_tree(b, {"in_b.txt": "needle\n"})
+    argv = [rg_bin, "--no-config", "-l", "needle"]
+    run = await executor.run([*argv, ".", str(b)], cwd=str(a), timeout_s=30,
+                             max_stdout=1 << 20, tree=HeldRoot(a))  # fmt: skip
+    assert b"".join(run.chunks).decode().split() == ["./in_a.txt"]
+    assert run.returncode == 2 and "Permission denied" in run.stderr
+    again = await executor.run([*argv, "."], cwd=str(b), timeout_s=30,
+                               max_stdout=1 << 20, tree=HeldRoot(b))  # fmt: skip
+    assert again.returncode == 0 and b"".join(again.chunks).decode().split() == ["./in_b.txt"]
+    server = executor.fork_server.pid if executor.fork_server else None
+    assert server is not None
+    status = Path(f"/proc/{server}/status").read_text()
+    assert "NoNewPrivs:\t0" in status and os.readlink(f"/proc/{server}/cwd") == "/"
