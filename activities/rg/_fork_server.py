@@ -198,7 +198,8 @@ class Server:
                 self._spawn(request, packed.split(b"\0"), fds)
             finally:
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-        except (ValueError, KeyError, TypeError, IndexError, OSError) as e:
+        except (ValueError, KeyError, TypeError, IndexError, OSError, RuntimeError) as e:
+            # RuntimeError: no thread could be started for the request.
             errno = getattr(e, "errno", 0) or 0
             self._send({"id": rid, "exit": None, "failure": ["spawn", errno, str(e)[:500]]})
         finally:
