@@ -197,16 +197,6 @@ class GrepStream:
             return
         raise MalformedOutput(f"unexpected output line: {line[:80]!r}")
 
-    def merge(self, files: dict[str, FileLines], total: int) -> None:
-        """Add the matches parsed from the output that follows this stream's (in order)."""
-        for path, lines in files.items():
-            held = self.files.get(path)
-            if held is None:
-                self.files[path] = lines
-            else:
-                held.extend(lines)
-        self.total += total
-
     def finish(self) -> None:
         """Consume what is left of the stream."""
         if self._tail:
