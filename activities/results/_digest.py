@@ -94,10 +94,6 @@ class GrepPart:
     blocks: dict[str, str] | None
 
 
-def _path_order(path: str) -> list[str]:
-    return path.split("/")
-
-
 def _part(
     files: dict[str, FileLines], total: int, *, cap: int, every: bool, blocks: bool
 ) -> GrepPart:
@@ -106,7 +102,7 @@ def _part(
     kept: dict[str, FileLines] = {}
     rendered: dict[str, str] | None = {} if blocks else None
     room = cap
-    for path in sorted(files, key=_path_order):
+    for path in sorted(files, key=parse.path_order):
         lines = files[path]
         lines.sort()  # already in order from rg: a linear pass
         counts[path] = len(lines)
@@ -128,7 +124,7 @@ def _merge(head: GrepPart, tail: GrepPart) -> GrepPart:
     counts = dict(head.counts)
     for path, count in tail.counts.items():
         counts[path] = counts.get(path, 0) + count
-    order = sorted(counts, key=_path_order)
+    order = sorted(counts, key=parse.path_order)
     lines = {**head.lines}
     for path, got in tail.lines.items():
         lines[path] = lines[path] + got if path in lines else got

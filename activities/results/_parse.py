@@ -67,6 +67,11 @@ def _texts(lines: list[bytes]) -> list[str]:
     return [_without_eol(text) for text in decoded]
 
 
+def path_order(path: str) -> list[str]:
+    """The key that orders paths as results list them: component-wise."""
+    return path.split("/")
+
+
 class MalformedOutput(ValueError):
     """rg's output could not be understood."""
 
@@ -204,7 +209,7 @@ class GrepStream:
 
     def by_path(self) -> list[tuple[str, FileLines]]:
         """Every file's matches, files ordered by path (component-wise), lines by number."""
-        ordered = sorted(self.files.items(), key=lambda item: item[0].split("/"))
+        ordered = sorted(self.files.items(), key=lambda item: path_order(item[0]))
         for _, lines in ordered:
             lines.sort()  # already in order from rg: a linear pass
         return ordered

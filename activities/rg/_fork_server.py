@@ -128,20 +128,18 @@ def _load(path: str) -> ModuleType:
 
 
 class Server:
-    """The select loop: requests in, children forked, exits and deadlines handled."""
+    """The select loop: requests in, children started, exits and deadlines handled."""
 
     def __init__(
         self,
         sock: socket.socket,
         child: ModuleType,
         *,
-        memory_mb: int,
         abi: int,
         files: list[str],
     ) -> None:
         self.sock = sock
         self.child = child
-        self.memory_mb = memory_mb
         self.abi = abi
         self.files = files
         self.children: dict[int, _Child] = {}  # by pidfd
@@ -327,7 +325,7 @@ def main(argv: list[str]) -> None:
     threading.stack_size(_THREAD_STACK)
     if memory_mb:
         child.limit(memory_mb)
-    server = Server(sock, child, memory_mb=memory_mb, abi=abi, files=files)
+    server = Server(sock, child, abi=abi, files=files)
 
     def worker_died(signum: int, frame: object) -> None:
         server._shutdown()
