@@ -360,11 +360,18 @@ TASK_QUEUE_PREFIX = "fs-search/"
 HOST_QUEUE_PREFIX = "fs-search-host/"
 
 
-# The retryable failure a host queue answers a call with when its workspace already holds its
-# share of the host's held calls: the call goes back to wait in Temporal (retried after a
-# short delay, then scheduled again by FsSearchTools within its queueing budget), so one
-# workspace's backlog never fills the host's slots ahead of another workspace's call.
+# The failure a host queue answers a call with when its workspace already holds its share of
+# the host's held calls: the call goes back to wait in Temporal, so one workspace's backlog
+# never fills the host's slots ahead of another workspace's call. The server retries it after
+# the pause the host asks (its next retry delay) for its first HAND_BACKS_ON_SERVER - 1
+# hand-backs, within its queueing budget; after that the failure is non-retryable and
+# FsSearchTools schedules the call again itself, at HANDED_BACK_PRIORITY.
 WORKSPACE_BUSY = "FS_SEARCH_WORKSPACE_BUSY"
+# Attempts of a call a host queue may hand back to the server's retries: a server retry is a
+# timer and a dispatch on the server, where bringing the call back through its workflow is a
+# failure, two workflow tasks and a timer; the last attempt goes back to the caller (which
+# keeps its queueing budget and its lowest priority for calls handed back more often).
+HAND_BACKS_ON_SERVER = 3
 # The priority a call handed back (WORKSPACE_BUSY) is scheduled again with: Temporal's lowest
 # (new calls have the default, 3), so it waits behind every other workspace's new calls on
 # the host queue and a flood cycling through the queue never stands between a quiet

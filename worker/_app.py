@@ -110,8 +110,12 @@ def capacity_plan(config: FsSearchConfig, *, workspaces_root: bool = False) -> C
     most ``max_concurrent_per_workspace`` searches (default :data:`DEFAULT_PER_WORKSPACE`),
     its queue holds at most that many calls or 1/:data:`HELD_SHARE` of the process's, so one
     flooding queue leaves room for the others, and of a host queue's calls it holds as many
-    as its own queue may and at least one waiting behind each it runs (so that its next
-    search is ready when one ends, instead of waiting out a retry delay in Temporal)."""
+    as its own queue may (never more than the process holds). A call waiting behind its
+    workspace's running searches in the process keeps the host's cores busy with that one
+    workspace's next search the moment one ends; a flood on a host queue then took both
+    cores of a small host, and every other workspace's call slowed with them (bench/fleet's
+    host-queue row 9–13 with two waiting behind two running, 3–5 with none, as on a
+    workspace queue)."""
     running = config.max_concurrent_searches
     held = config.accepted_searches
     if not workspaces_root:
@@ -124,7 +128,7 @@ def capacity_plan(config: FsSearchConfig, *, workspaces_root: bool = False) -> C
         per_workspace,
         held,
         held_per_workspace,
-        host_share=min(held, max(held_per_workspace, 2 * per_workspace)),
+        host_share=min(held, held_per_workspace),
     )
 
 

@@ -20,7 +20,9 @@ pause, within its queueing budget) — and the slot polls again: a flooding work
 waits in Temporal instead of filling the host's slots, and another workspace's call behind it
 is taken within moments. The pauses are spaced (``worker/_return_spacing.py``): a workspace's
 handed-back calls come back about as often as its calls end, so a flood passes through the
-host queue about once per call it runs, not once per call every pause.
+host queue about once per call it runs, not once per call every pause. The server brings a
+call back itself (a retry after the pause) on its first hand-backs, while the pause fits in
+its queueing budget; the caller takes it back after that (``retried_by_server``).
 """
 
 from __future__ import annotations
@@ -29,12 +31,14 @@ import collections
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
+from fs_search.activities.budget import RESERVE
 from fs_search.activities.contract import (
+    DEFAULT_TIMEOUT_MS,
     GLOB_ACTIVITY,
     GREP_ACTIVITY,
     READ_SPILL_ACTIVITY,
@@ -53,7 +57,7 @@ from fs_search.activities.contract import (
 )
 from fs_search.activities.errors import SearchError, contract_errors, invalid_argument
 from fs_search.activities.search import SearchActivities
-from fs_search.worker._return_spacing import ReturnSpacing
+from fs_search.worker._return_spacing import ReturnSpacing, retried_by_server
 
 Lookup = Callable[[str], SearchActivities | None]
 
@@ -88,13 +92,13 @@ class HostRouter:
     @activity.defn(name=GLOB_ACTIVITY)
     async def glob(self, req: GlobRequest) -> GlobResult:
         """glob in the workspace the request names."""
-        async with self._holding(req.workspace_id) as workspace:
+        async with self._holding(req.workspace_id, req.timeout_ms) as workspace:
             return await workspace.glob(req)
 
     @activity.defn(name=GREP_ACTIVITY)
     async def grep(self, req: GrepRequest) -> GrepResult:
         """grep in the workspace the request names."""
-        async with self._holding(req.workspace_id) as workspace:
+        async with self._holding(req.workspace_id, req.timeout_ms) as workspace:
             return await workspace.grep(req)
 
     @activity.defn(name=TOOLS_ACTIVITY)
@@ -113,19 +117,22 @@ class HostRouter:
             return await self._find(workspace_id)
 
     @contextlib.asynccontextmanager
-    async def _holding(self, workspace_id: str | None) -> AsyncIterator[SearchActivities]:
-        """The named workspace, this call counted in its share while the block runs.
+    async def _holding(
+        self, workspace_id: str | None, timeout_ms: int | None
+    ) -> AsyncIterator[SearchActivities]:
+        """The named workspace, this call (of budget ``timeout_ms``) counted in its share
+        while the block runs.
 
         Raises:
-            ApplicationError: WORKSPACE_BUSY (retryable, benign) when the workspace already
-                holds its share.
+            ApplicationError: WORKSPACE_BUSY (benign; retryable by the server on the call's
+                first attempts, see :meth:`_busy`) when the workspace already holds its share.
         """
         workspace = await self._workspace(workspace_id)
         assert workspace_id is not None  # _find refuses a call naming none
         held = self._held[workspace_id]
         if self.share is not None and held >= self.share:
             self.handed_back += 1
-            raise self._busy(workspace_id, held)
+            raise self._busy(workspace_id, held, timeout_ms)
         self._held[workspace_id] += 1
         try:
             yield workspace
@@ -136,14 +143,29 @@ class HostRouter:
                 del self._held[workspace_id]
                 self._returns.forget(workspace_id)
 
-    def _busy(self, workspace_id: str, held: int) -> ApplicationError:
+    def _busy(self, workspace_id: str, held: int, timeout_ms: int | None) -> ApplicationError:
+        """The hand-back of a call: its pause as the next retry delay, retryable while the
+        server should bring it back (``retried_by_server``), else for its caller to."""
         pause = self._returns.pause(workspace_id, time.monotonic())
+        info = activity.info()
+        waited = max(0.0, (datetime.now(UTC) - info.scheduled_time).total_seconds())
+        attempt_s = _seconds(info.start_to_close_timeout)
+        queue_left = close_left = None
+        if attempt_s is not None:
+            budget = (timeout_ms or DEFAULT_TIMEOUT_MS) / 1000 + RESERVE.total_seconds()
+            queue_left = attempt_s - budget - waited
+        whole_s = _seconds(info.schedule_to_close_timeout)
+        if whole_s is not None:
+            close_left = whole_s - waited - (attempt_s or 0.0)
+        by_server = retried_by_server(
+            attempt=info.attempt, pause_s=pause, queue_left_s=queue_left, close_left_s=close_left
+        )
         return ApplicationError(
             f"workspace {workspace_id!r} already has {held} calls held on host "
             f"{self.host_id!r} (its share of the host's calls); this call waits in Temporal "
             "and is tried again",
             type=WORKSPACE_BUSY,
-            non_retryable=False,
+            non_retryable=not by_server,
             next_retry_delay=timedelta(milliseconds=round(pause * 1000)),
             category=ApplicationErrorCategory.BENIGN,
         )
@@ -162,3 +184,7 @@ class HostRouter:
                 "holds it",
             )
         return found
+
+
+def _seconds(timeout: timedelta | None) -> float | None:
+    return None if timeout is None else timeout.total_seconds()

@@ -50,7 +50,6 @@ from fs_search.activities.contract import (
     NON_RETRYABLE_ERROR_TYPES,
     READ_SPILL_ACTIVITY,
     TOOLS_ACTIVITY,
-    WORKSPACE_BUSY,
     ErrorCode,
     GlobResult,
     GrepResult,
@@ -190,11 +189,12 @@ class FsSearchServiceHandler:
                 schedule_to_start_timeout=backing.schedule_to_start,
                 schedule_to_close_timeout=backing.schedule_to_close,
                 heartbeat_timeout=backing.heartbeat_timeout,
-                # A call the host queue hands back (WORKSPACE_BUSY) returns to the caller,
-                # which starts it again behind other workspaces' calls.
+                # A call the host queue hands back (WORKSPACE_BUSY) is retried by the server
+                # on its first attempts, then returns to the caller, which starts it again
+                # behind other workspaces' calls (worker/_host_queue.py).
                 retry_policy=RetryPolicy(
                     maximum_attempts=backing.max_attempts,
-                    non_retryable_error_types=[*NON_RETRYABLE_ERROR_TYPES, WORKSPACE_BUSY],
+                    non_retryable_error_types=list(NON_RETRYABLE_ERROR_TYPES),
                 ),
                 summary=summary,
                 # On a host queue, the worker hands calls out round-robin by workspace.

@@ -96,15 +96,19 @@ HANDED_BACK_PAUSE = timedelta(seconds=2)
 
 
 def with_contract_codes(policy: RetryPolicy) -> RetryPolicy:
-    """``policy`` with the contract's codes and PayloadsTooLarge added as non-retryable, and
-    WORKSPACE_BUSY: a call a host queue hands back comes back to the caller at once, which
-    schedules it again behind other workspaces' calls (:data:`HANDED_BACK_PRIORITY`).
+    """``policy`` with the contract's codes and PayloadsTooLarge added as non-retryable.
 
     A caller's own policy is merged, not trusted to list them: a contract error retried
-    would only fail again.
+    would only fail again. WORKSPACE_BUSY is not among them: a host queue marks a hand-back
+    retryable when the server should bring the call back (after the pause it asks, on the
+    call's first attempts), and non-retryable when the caller should (then the call is
+    scheduled again behind other workspaces' calls, :data:`HANDED_BACK_PRIORITY`). Its
+    server retries count as attempts of ``policy``: a call handed back twice has one
+    attempt left for a worker that dies under it, and one whose attempts run out on
+    hand-backs comes back to the caller the same way.
     """
     own = list(policy.non_retryable_error_types or [])
-    missing = [t for t in [*NON_RETRYABLE_ERROR_TYPES, WORKSPACE_BUSY] if t not in own]
+    missing = [t for t in NON_RETRYABLE_ERROR_TYPES if t not in own]
     if not missing:
         return policy
     return dataclasses.replace(policy, non_retryable_error_types=own + missing)

@@ -33,8 +33,12 @@ def test_a_workspaces_root_shares_the_process_between_workspaces():
     ("values", "expected"),
     [
         # Few held calls: a queue holds at least what its workspace may run, and a host
-        # queue's share keeps one waiting behind each running search.
-        ({"max_queued_searches": 8, "max_concurrent_searches": 4}, Capacity(True, 4, 4, 8, 4, 8)),
+        # queue's share is the same (none waiting behind its running searches).
+        ({"max_queued_searches": 8, "max_concurrent_searches": 4}, Capacity(True, 4, 4, 8, 4, 4)),
+        (
+            {"max_queued_searches": 8, "max_concurrent_per_workspace": 2},
+            Capacity(True, 16, 2, 16, 4, 4),
+        ),
         ({"max_concurrent_per_workspace": 2}, Capacity(True, 16, 2, 256, 64, 64)),
         # The host share never exceeds what the process holds.
         (

@@ -20,7 +20,11 @@ import pytest
 from temporalio.worker import Worker
 
 from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.contract import HANDED_BACK_PRIORITY, WORKSPACE_BUSY
+from fs_search.activities.contract import (
+    HAND_BACKS_ON_SERVER,
+    HANDED_BACK_PRIORITY,
+    WORKSPACE_BUSY,
+)
 from fs_search.activities.held_root import HeldRoot
 from fs_search.activities.storage import local_storage
 from fs_search.activities.workspace import Changed, Workspace
@@ -221,39 +225,52 @@ async def test_a_flood_holds_only_its_share_of_a_host_queue(dev_env, tmp_path):
         history = [
             e async for e in dev_env.client.get_workflow_handle(flood_id).fetch_history_events()
         ]
-    # A call handed back is scheduled again at the lowest priority, behind every other
-    # workspace's new calls; first attempts keep the default.
-    priorities = [
-        e.activity_task_scheduled_event_attributes.priority.priority_key
+    # The server brings a handed-back call back itself on its first attempts: the attempt
+    # that ran names its number and the hand-back before it (the pause the host asked, spaced).
+    starts = {
+        e.event_id: e.activity_task_started_event_attributes
         for e in history
-        if e.HasField("activity_task_scheduled_event_attributes")
-    ]
-    # Each waits the pause the host asked (the flood's spaced one after another).
-    failures = [
-        e.activity_task_failed_event_attributes.failure.application_failure_info
+        if e.HasField("activity_task_started_event_attributes")
+    }
+    retried = [s for s in starts.values() if s.attempt > 1]
+    before = [s.last_failure.application_failure_info for s in retried]
+    assert retried and {f.type for f in before} == {WORKSPACE_BUSY}, before
+    assert all(f.next_retry_delay.ToTimedelta() >= MIN_HANDED_BACK_PAUSE for f in before)
+    # On its last attempt for the server, a hand-back comes back to the workflow: it waits
+    # the pause the host asked (a timer) and schedules the call again at the lowest
+    # priority, behind every other workspace's new calls; first schedules keep the default.
+    failed = [
+        e.activity_task_failed_event_attributes
         for e in history
         if e.HasField("activity_task_failed_event_attributes")
     ]
-    asked = [f.next_retry_delay for f in failures if f.type == WORKSPACE_BUSY]
+    to_workflow = [f for f in failed if f.failure.application_failure_info.type == WORKSPACE_BUSY]
+    assert all(starts[f.started_event_id].attempt == HAND_BACKS_ON_SERVER for f in to_workflow)
+    asked = [f.failure.application_failure_info.next_retry_delay for f in to_workflow]
     waited = [
         e.timer_started_event_attributes.start_to_fire_timeout
         for e in history
         if e.HasField("timer_started_event_attributes")
     ]
-    assert asked and len(waited) == len(asked), (len(asked), len(waited))
+    assert len(waited) == len(asked), (len(asked), len(waited))
     # (the workflow's timer holds the pause as float seconds: equal to a microsecond)
     for w, a in zip(waited, asked, strict=True):
         expected = max(a.ToTimedelta(), MIN_HANDED_BACK_PAUSE)
         assert abs(w.ToTimedelta() - expected) <= timedelta(milliseconds=1), (w, a)
-    assert len({a.ToTimedelta() for a in asked}) > 1  # spaced, not all one pause
+    priorities = [
+        e.activity_task_scheduled_event_attributes.priority.priority_key
+        for e in history
+        if e.HasField("activity_task_scheduled_event_attributes")
+    ]
     print(
         f"quiet grep under the flood: {quiet_s:.2f} s; flood of 16: {flood_s:.1f} s, "
-        f"{fleet.router.handed_back} calls handed back"
+        f"{fleet.router.handed_back} calls handed back, {len(retried)} calls retried by the "
+        f"server, {len(to_workflow)} hand-backs to the workflow"
     )
     assert not quiet.is_error and quiet.result.total == 1, quiet.text
     assert quiet_s < 4, quiet_s
-    assert priorities.count(0) == 16, priorities  # every call's first attempt
-    assert priorities.count(HANDED_BACK_PRIORITY) == len(priorities) - 16 > 0, priorities
+    assert priorities.count(0) == 16, priorities  # every call's first schedule
+    assert priorities.count(HANDED_BACK_PRIORITY) == len(priorities) - 16 == len(to_workflow)
     # The flood's calls all ran to their budget (none refused, none lost).
     assert len(flooded) == 16
     assert all(r.error and r.error.code == "SEARCH_ABORTED" for r in flooded), [

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from fs_search.worker._return_spacing import ReturnSpacing
+from fs_search.activities.contract import HAND_BACKS_ON_SERVER
+from fs_search.worker._return_spacing import ReturnSpacing, retried_by_server
 
 
 def test_a_burst_is_spaced_not_sent_back_at_once():
@@ -59,3 +60,36 @@ def test_workspaces_are_spaced_apart_and_forgotten():
     spacing.ended("a", 1.0)  # a workspace not handed back keeps nothing
     assert len(spacing) == 1
     assert spacing.pause("a", 0.0) == pytest.approx(1.0)
+
+
+def test_the_server_brings_a_call_back_on_its_first_hand_backs_only():
+    """Attempts before HAND_BACKS_ON_SERVER are retried by the server (no workflow task, no
+    timer); from it on, the caller takes the call back (its budget, its lowest priority)."""
+
+    def by_server(attempt: int) -> bool:
+        return retried_by_server(attempt=attempt, pause_s=2.0, queue_left_s=60.0, close_left_s=None)
+
+    assert HAND_BACKS_ON_SERVER == 3
+    assert [by_server(a) for a in (1, 2, 3, 4, 10)] == [True, True, False, False, False]
+
+
+@pytest.mark.parametrize(
+    ("pause_s", "queue_left_s", "close_left_s", "expected"),
+    [
+        (2.0, None, None, True),  # nothing bounds the call
+        (2.0, 2.0, None, True),  # the pause just fits in the queueing budget
+        (2.5, 2.0, None, False),  # it would run past it: the caller ends it to the letter
+        (2.0, -1.0, None, False),  # the budget is spent already (or unknown to this host)
+        (2.0, 60.0, 1.0, False),  # no room for another attempt before schedule-to-close
+        (2.0, 60.0, 30.0, True),
+    ],
+)
+def test_a_pause_past_the_calls_budget_goes_back_to_the_caller(
+    pause_s, queue_left_s, close_left_s, expected
+):
+    assert (
+        retried_by_server(
+            attempt=1, pause_s=pause_s, queue_left_s=queue_left_s, close_left_s=close_left_s
+        )
+        is expected
+    )

@@ -1,7 +1,7 @@
 """A call a host queue hands back (WORKSPACE_BUSY: its workspace holds its share of the host)
-comes back to the caller at once and is scheduled again, after the pause the host asks, at the
-lowest priority, behind every other workspace's new calls (the flood through the queue is
-tests/worker/test_fleet_hostile.py)."""
+and the server does not retry comes back to the caller, which schedules it again after the
+pause the host asks, at the lowest priority, behind every other workspace's new calls (the
+flood through the queue is tests/worker/test_fleet_hostile.py)."""
 
 from __future__ import annotations
 
@@ -25,11 +25,12 @@ from fs_search.workflows._tools import (
 )
 
 
-def test_a_handed_back_call_is_not_retried_by_the_server():
-    """The caller's own retry policy gains WORKSPACE_BUSY as non-retryable (a server retry
-    would keep the call's first priority), beside the contract codes."""
+def test_the_host_decides_whether_the_server_retries_a_hand_back():
+    """The caller's own retry policy gains the contract codes as non-retryable, not
+    WORKSPACE_BUSY: the host marks each hand-back retryable (the server brings the call back)
+    or not (the caller does), see tests/worker/test_return_spacing.py."""
     merged = with_contract_codes(RetryPolicy(maximum_attempts=7))
-    assert WORKSPACE_BUSY in merged.non_retryable_error_types
+    assert WORKSPACE_BUSY not in merged.non_retryable_error_types
     assert ErrorCode.SEARCH_FAILED.value in merged.non_retryable_error_types
     assert merged.maximum_attempts == 7
 
