@@ -80,6 +80,7 @@ class HostRouter:
         self._held: collections.Counter[str] = collections.Counter()
         self._returns = ReturnSpacing()
         self.handed_back = 0  # calls handed back to Temporal so far (a workspace at its share)
+        self.server_retries = 0  # of them, those the server was to bring back itself
 
     def held(self, workspace_id: str) -> int:
         """glob and grep calls of ``workspace_id`` this router holds now."""
@@ -160,6 +161,7 @@ class HostRouter:
         by_server = retried_by_server(
             attempt=info.attempt, pause_s=pause, queue_left_s=queue_left, close_left_s=close_left
         )
+        self.server_retries += by_server
         return ApplicationError(
             f"workspace {workspace_id!r} already has {held} calls held on host "
             f"{self.host_id!r} (its share of the host's calls); this call waits in Temporal "

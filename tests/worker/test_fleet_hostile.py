@@ -312,3 +312,45 @@ def _exchange(root: Path, a: str, b: str) -> None:
             raise OSError(ctypes.get_errno(), "renameat2")
     finally:
         os.close(fd)
+
+
+async def test_a_one_off_call_handed_back_is_retried_by_the_server(dev_env, tmp_path):
+    """One-off calls (standalone activities) on a host queue at a share of 1: while one holds
+    the workspace's share, the next is handed back and the server retries the same activity
+    after the pause the host asked; it answers once the share frees, on a later attempt."""
+    from fs_search.workflows import FsSearchClient
+
+    root = tmp_path / "root"
+    sparse_file(root / "w" / "huge.bin", gigabytes=20)
+    write_tree(root / "w", {"small.txt": "needle\n"})
+    settings = {
+        "max_concurrent_searches": 2,
+        "max_concurrent_per_workspace": 1,
+        "max_queued_searches": 4,
+    }
+    async with _host_fleet(dev_env, root, tmp_path / "spill", scan_interval=0.2, **settings) as (
+        fleet,
+        _,
+    ):
+        await _until(lambda: "w" in fleet.attached, 30)
+        assert fleet.router.share == 1
+        slow = FsSearchClient(dev_env.client, "w", host=fleet.host_id, timeout_ms=1000)
+        quick = FsSearchClient(dev_env.client, "w", host=fleet.host_id)
+        holding = asyncio.create_task(slow.grep("zzz", path="huge.bin"))
+        slots = fleet.services.executor.running_slots
+        await _until(lambda: slots.running_for("w") >= 1, 30)
+        found = await quick.grep("needle", path="small.txt")
+        held = await holding
+        assert quick.last_id is not None
+        described = await dev_env.client.get_activity_handle(quick.last_id).describe()
+    assert held.error is not None and held.error.code == "SEARCH_ABORTED", held.text
+    assert not found.is_error and found.result.total == 1, found.text
+    # Handed back while the slow call held the share: the server brought the call back (the
+    # same activity, a later attempt), and after HAND_BACKS_ON_SERVER attempts the client
+    # would start it again (attempt 1 of a new activity).
+    router = fleet.router
+    assert router.handed_back >= 1
+    assert router.server_retries >= min(router.handed_back, HAND_BACKS_ON_SERVER - 1) >= 1
+    expected = router.handed_back + 1 if router.handed_back < HAND_BACKS_ON_SERVER else None
+    if expected is not None:
+        assert described.attempt == expected, (described.attempt, router.handed_back)
