@@ -14,17 +14,38 @@ import urllib.request
 import uuid
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.helpers import write_tree
 from tests.worker.cli.test_main import FS_SEARCH, cli
 
 
-def _port_open(address: str) -> bool:
-    host, port = address.rsplit(":", 1)
-    with socket.socket() as s:
-        s.settimeout(1)
-        return s.connect_ex((host, int(port))) == 0
+def _listeners(*addresses: str) -> set[int]:
+    """The processes listening on ``addresses`` (host:port) now."""
+    ports = {int(a.rsplit(":", 1)[1]) for a in addresses}
+    return {
+        c.pid
+        for c in psutil.net_connections(kind="tcp")
+        if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port in ports and c.pid
+    }
+
+
+def _all_gone(pids: set[int], timeout: float = 10) -> bool:
+    """Whether every one of ``pids`` has exited (a zombie counts as gone), within ``timeout``.
+
+    A port is no proof: another process (a second copy of this suite) may take it the moment
+    the stack lets it go."""
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = set()
+        for pid in pids:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                    alive.add(pid)
+        if not alive or time.monotonic() > deadline:
+            return not alive
+        time.sleep(0.1)
 
 
 def test_dev_stack_serves_searches_with_s3_spills_and_stops_on_ctrl_c(tmp_path: Path):
@@ -91,12 +112,16 @@ def test_dev_stack_serves_searches_with_s3_spills_and_stops_on_ctrl_c(tmp_path: 
         assert "Nexus:        endpoint fs-search -> namespace default" in text
         nexus = asyncio.run(_grep_through_the_endpoint(exports["TEMPORAL_ADDRESS"], "dev-test"))
         assert nexus.startswith("many.txt:\n  Line 1: hit 0"), nexus
+        servers = _listeners(
+            exports["TEMPORAL_ADDRESS"],
+            exports["FS_SEARCH_S3_ENDPOINT_URL"].removeprefix("http://"),
+        )
+        assert len(servers) >= 2, servers  # the Temporal server and the S3 server
     finally:
         proc.send_signal(signal.SIGINT)
         code = proc.wait(timeout=60)
     assert code == 0
-    assert not _port_open(exports["TEMPORAL_ADDRESS"])
-    assert not _port_open(exports["FS_SEARCH_S3_ENDPOINT_URL"].removeprefix("http://"))
+    assert _all_gone(servers)
 
 
 async def _grep_through_the_endpoint(address: str, workspace_id: str) -> str:
@@ -216,11 +241,13 @@ def test_dev_moves_off_a_taken_7233_and_writes_an_env_file_the_cli_reads(tmp_pat
             assert f"Try:  fs-search --env-file {env_file} grep TODO" in text
             p = cli("--env-file", str(env_file), "grep", "TODO", "--workspace-id", "dev-env-file")
             assert (p.returncode, p.stdout) == (0, "a.txt:\n  Line 1: TODO here\n"), p.stderr
+            servers = _listeners(exports["TEMPORAL_ADDRESS"])
+            assert servers
         finally:
             proc.send_signal(signal.SIGINT)
             code = proc.wait(timeout=60)
     assert code == 0, err.read_text()
-    assert not _port_open(exports["TEMPORAL_ADDRESS"])
+    assert _all_gone(servers)
 
 
 def test_dev_serves_every_workspace_under_a_root_on_a_host_queue(tmp_path: Path):
