@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -301,6 +302,11 @@ async def main() -> int:
         metavar="NAME=VALUE",
         help="an FS_SEARCH_<NAME> setting for every worker started (e.g. parse_processes=0)",
     )
+    parser.add_argument(
+        "--keep-tmp",
+        action="store_true",
+        help="keep the temp dir (logs, workspaces, the flood's spills: hundreds of MB a row)",
+    )
     args = parser.parse_args()
     for item in args.set:
         name, _, value = item.partition("=")
@@ -342,6 +348,10 @@ async def main() -> int:
         for w in workers:
             w.stop()
         server.stop()
+        if args.keep_tmp:
+            log(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
     print(
         f"\nfs-search fleet benchmark ({args.workspaces} workspaces, {os.cpu_count()} cores, "
         f"load {os.getloadavg()[0]:.2f}, settings {SETTINGS or 'default'}"
