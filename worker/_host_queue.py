@@ -36,7 +36,7 @@ from datetime import UTC, datetime, timedelta
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
-from fs_search.activities.budget import RESERVE
+from fs_search.activities.budget import queue_budget_s
 from fs_search.activities.contract import (
     DEFAULT_TIMEOUT_MS,
     GLOB_ACTIVITY,
@@ -152,9 +152,9 @@ class HostRouter:
         waited = max(0.0, (datetime.now(UTC) - info.scheduled_time).total_seconds())
         attempt_s = _seconds(info.start_to_close_timeout)
         queue_left = close_left = None
-        if attempt_s is not None:
-            budget = (timeout_ms or DEFAULT_TIMEOUT_MS) / 1000 + RESERVE.total_seconds()
-            queue_left = attempt_s - budget - waited
+        if attempt_s is not None:  # the caller's start_to_close_for, read backwards
+            budget = (timeout_ms or DEFAULT_TIMEOUT_MS) / 1000
+            queue_left = queue_budget_s(attempt_s - waited, budget)
         whole_s = _seconds(info.schedule_to_close_timeout)
         if whole_s is not None:
             close_left = whole_s - waited - (attempt_s or 0.0)

@@ -30,6 +30,7 @@ from fs_search.activities.storage import local_storage
 from fs_search.activities.workspace import Changed, Workspace
 from fs_search.worker import build_services
 from fs_search.worker._fleet import Fleet, scan_root
+from fs_search.workflows import FsSearchClient
 from fs_search.workflows._tools import MIN_HANDED_BACK_PAUSE
 from tests.helpers import sparse_file, write_tree
 from tests.procs import WorkerProcess
@@ -173,6 +174,14 @@ async def _until(predicate, timeout: float) -> None:
         await asyncio.sleep(0.1)
 
 
+# Small host limits: 2 searches at once, 1 per workspace, 4 calls held (a share of 1 each).
+SHARE_OF_ONE = {
+    "max_concurrent_searches": 2,
+    "max_concurrent_per_workspace": 1,
+    "max_queued_searches": 4,
+}
+
+
 async def test_a_flood_holds_only_its_share_of_a_host_queue(dev_env, tmp_path):
     """A host queue at small limits (2 searches at once, 1 per workspace, 4 calls held): A
     fires 16 greps of 1.5 s each, then B one small grep. B answers within seconds — A holds
@@ -181,12 +190,9 @@ async def test_a_flood_holds_only_its_share_of_a_host_queue(dev_env, tmp_path):
     root = tmp_path / "root"
     sparse_file(root / "flood" / "huge.bin", gigabytes=20)
     write_tree(root / "quiet", {"q.txt": "quiet\n"})
-    settings = {
-        "max_concurrent_searches": 2,
-        "max_concurrent_per_workspace": 1,
-        "max_queued_searches": 4,
-    }
-    async with _host_fleet(dev_env, root, tmp_path / "spill", scan_interval=0.2, **settings) as (
+    async with _host_fleet(
+        dev_env, root, tmp_path / "spill", scan_interval=0.2, **SHARE_OF_ONE
+    ) as (
         fleet,
         wq,
     ):
@@ -318,17 +324,12 @@ async def test_a_one_off_call_handed_back_is_retried_by_the_server(dev_env, tmp_
     """One-off calls (standalone activities) on a host queue at a share of 1: while one holds
     the workspace's share, the next is handed back and the server retries the same activity
     after the pause the host asked; it answers once the share frees, on a later attempt."""
-    from fs_search.workflows import FsSearchClient
-
     root = tmp_path / "root"
     sparse_file(root / "w" / "huge.bin", gigabytes=20)
     write_tree(root / "w", {"small.txt": "needle\n"})
-    settings = {
-        "max_concurrent_searches": 2,
-        "max_concurrent_per_workspace": 1,
-        "max_queued_searches": 4,
-    }
-    async with _host_fleet(dev_env, root, tmp_path / "spill", scan_interval=0.2, **settings) as (
+    async with _host_fleet(
+        dev_env, root, tmp_path / "spill", scan_interval=0.2, **SHARE_OF_ONE
+    ) as (
         fleet,
         _,
     ):
