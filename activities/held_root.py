@@ -114,6 +114,19 @@ def _open_beneath(root: int, parts: Parts) -> int:
         raise
 
 
+def open_beneath(root: int, path: str) -> int:
+    """An ``O_PATH`` descriptor of the relative ``path`` (``/``-separated) beneath ``root``,
+    following no symlink on the way (the caller closes it).
+
+    Raises:
+        OSError: it cannot be opened there (a ``..`` component: ``EXDEV``).
+    """
+    parts = tuple(_components(path))
+    if ".." in parts:
+        raise OSError(errno.EXDEV, "a path beneath a held root has no '..'", path)
+    return _open_beneath(root, parts)
+
+
 def _components(path: str) -> list[str]:
     return [c for c in path.split("/") if c and c != "."]
 

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -46,6 +46,7 @@ from fs_search.activities.held_root import HeldRoot
 from fs_search.activities.identity import identity_of
 from fs_search.activities.ignore_files import OutOfTime, Vetted, vet
 from fs_search.activities.progress import Progress, heartbeating, time_left
+from fs_search.activities.results import ModifiedOrder  # NumPy loads with the worker
 from fs_search.activities.rg import Executor, IgnoreFiles, RgRun
 from fs_search.activities.storage import (
     Spills,
@@ -62,6 +63,10 @@ log = logging.getLogger(__name__)
 # Under a workspaces root, each further call a workspace has in flight runs rg this much
 # nicer (at most 19).
 NICE_STEP = 5
+# A glob's listing is put in modification order here (its times read on two cores: faster
+# than rg's own sort) up to this much of it; a larger one is sorted by rg, whose order is the
+# same, at less memory than a list and a sort of every name in the worker.
+SORT_HERE_MAX_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -144,25 +149,33 @@ class SearchActivities:
             cfg = self.config
             with self._resolved(req, "glob", call) as (target, at):
                 with self._rg_span("glob", call.progress) as span:
-                    argv = rg.for_glob(req.pattern, rg=self._rg_path())
-                    run = await self._run_rg(argv, at, call)
+                    run, argv, order = await self._listing(req.pattern, at, call)
                     span.set_attribute("fs_search.exit_code", run.returncode)
-                    # `rg --files` writes no closing message to look for: its exit code
-                    # decides; a pattern error is confirmed with the same argv.
-                    partial = await rg.check_exit(
-                        run,
-                        self.executor,
-                        complete=True,
-                        clean_argv=argv,
-                        file_arg=target.file_arg,
-                        pattern=req.pattern,
-                        budget_s=call.budget_s,
-                    )
+                    try:
+                        # `rg --files` writes no closing message to look for: its exit
+                        # code decides; a pattern error is confirmed with the same argv.
+                        partial = await rg.check_exit(
+                            run,
+                            self.executor,
+                            complete=True,
+                            clean_argv=argv,
+                            file_arg=target.file_arg,
+                            pattern=req.pattern,
+                            budget_s=call.budget_s,
+                        )
+                    except BaseException:
+                        if order is not None:
+                            await order.discard()
+                        raise
+                chunks = run.chunks
+                if order is not None:
+                    with self._phase("order", call.progress):
+                        chunks = await order.finish()
             # Paged and (over the cap) rendered in full in one pass over the bytes.
             got = await self._digest(
                 call,
                 results.glob,
-                run.chunks,
+                chunks,
                 target,
                 cap=cfg.glob_max_results,
                 sample=cfg.sample_over_cap_glob_results,
@@ -416,13 +429,48 @@ class SearchActivities:
             raise SearchError(ErrorCode.SEARCH_FAILED, "ripgrep is not available on this worker")
         return self.rg.path
 
-    async def _run_rg(self, argv: list[str], at: int, call: Call) -> RgRun:
+    async def _listing(
+        self, pattern: str, at: int, call: Call
+    ) -> tuple[RgRun, list[str], ModifiedOrder | None]:
+        """A glob's rg run and argv, and what puts its listing in modification order (None:
+        rg sorted it). rg walks, and the listing is sorted here as it comes
+        (:class:`~fs_search.activities.results.ModifiedOrder`: finish or discard it); a
+        listing too large to sort here (more than ``SORT_HERE_MAX_BYTES``: the walk is
+        stopped there) is listed again by rg, sorted."""
+        cap = self.config.raw_output_max_bytes
+        walk = rg.for_glob(pattern, rg=self._rg_path(), sort=False)
+        order = ModifiedOrder(self.offload, at)
+        try:
+            run = await self._run_rg(
+                walk, at, call, max_stdout=min(cap, SORT_HERE_MAX_BYTES), sink=order.feed
+            )
+        except SearchError as e:
+            await order.discard()
+            if e.code != ErrorCode.SEARCH_RAW_OUTPUT_OVERFLOW or cap <= SORT_HERE_MAX_BYTES:
+                raise
+        except BaseException:
+            await order.discard()
+            raise
+        else:
+            return run, walk, order
+        argv = rg.for_glob(pattern, rg=self._rg_path(), sort=True)
+        return await self._run_rg(argv, at, call), argv, None
+
+    async def _run_rg(
+        self,
+        argv: list[str],
+        at: int,
+        call: Call,
+        *,
+        max_stdout: int | None = None,
+        sink: Callable[[bytes], None] | None = None,
+    ) -> RgRun:
         """One rg run of the call: in its target, under its budget, reporting progress."""
         return await self.executor.run(
             argv,
             cwd=at,
             timeout_s=call.budget_s,
-            max_stdout=self.config.raw_output_max_bytes,
+            max_stdout=self.config.raw_output_max_bytes if max_stdout is None else max_stdout,
             progress=call.progress,
             tree=call.root,
             # rg's CPU niceness: 0 for a workspace's first call in flight, lower priority
@@ -432,6 +480,7 @@ class SearchActivities:
             nice=min(19, self.nice_step * max(0, self.running - 1)),
             key=self.key,
             queue_s=call.queue_s,
+            sink=sink,
         )
 
     async def _digest(

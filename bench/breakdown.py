@@ -32,7 +32,7 @@ from stats import percentile
 
 from fs_search.activities.rg import _command as command
 
-PHASES = ("check", "resolve", "spawn", "rg", "parse", "spill", "render", "encode")
+PHASES = ("check", "resolve", "spawn", "rg", "order", "parse", "spill", "render", "encode")
 MS = 1000.0
 PARTS = {"small", "heavy", "glob", "repo"}
 
@@ -134,7 +134,7 @@ def _record(out: Breakdown, spans: list[ReadableSpan]) -> None:
     missing = {"check", "resolve", "rg", "parse", "render"} - set(by_name)
     if missing:
         raise AssertionError(f"spans missing from the call: {sorted(missing)}")
-    for name in ("check", "resolve", "parse", "spill", "render"):
+    for name in ("check", "resolve", "order", "parse", "spill", "render"):
         if name in by_name:
             out.phases[name].append(_ms(by_name[name].start_time, by_name[name].end_time))
     rg = by_name["rg"]

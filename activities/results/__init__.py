@@ -4,7 +4,8 @@ model-facing text.
 Light (pure code): workflow code reads :func:`one_line` and :func:`read_spill_text`. The
 offload (helper processes) loads on first use. Private behind this front: ``_parse``,
 ``_glob_names``, ``_glob_tree``, ``_glob_sample`` (the recursively balanced page),
-``_glob_artifact``, ``_digest`` (raw output → everything a result needs), ``_text``
+``_glob_artifact``, ``_digest`` (raw output → everything a result needs), ``_modified`` and
+``_modified_order`` (a glob's listing in modification order), ``_text``
 (pages, previews, footers), ``_paging`` (read_spill pages), ``_offload`` and ``_helper``.
 """
 
@@ -25,9 +26,11 @@ from fs_search.activities.results._text import (
 )
 
 if TYPE_CHECKING:
+    from fs_search.activities.results._modified_order import ModifiedOrder
     from fs_search.activities.results._offload import Offload, default_processes
 
 _LAZY = {
+    "ModifiedOrder": "fs_search.activities.results._modified_order",
     "Offload": "fs_search.activities.results._offload",
     "default_processes": "fs_search.activities.results._offload",
 }
@@ -43,6 +46,7 @@ __all__ = [
     "GlobDigest",
     "GrepDigest",
     "MalformedOutput",
+    "ModifiedOrder",
     "Offload",
     "Pager",
     "SpillNote",

@@ -42,12 +42,16 @@ def blob(chunks: list[bytes]) -> bytearray:
     """rg's ``--null`` output as one buffer of non-empty, NUL-terminated names.
 
     ``chunks`` is consumed: each chunk is dropped as the buffer grows over it (in place,
-    as large allocations are mapped), so the output is never held twice.
+    as large allocations are mapped), so the output is never held twice; a lone
+    ``bytearray`` chunk becomes the buffer itself.
     """
-    names = bytearray()
-    chunks.reverse()
-    while chunks:
-        names += chunks.pop()
+    if len(chunks) == 1 and isinstance(chunks[0], bytearray):
+        names = chunks.pop()  # one buffer already: taken as it is
+    else:
+        names = bytearray()
+        chunks.reverse()
+        while chunks:
+            names += chunks.pop()
     if names.startswith(b"\0") or _EMPTY_NAME.search(names):  # never from rg, never listed
         names = bytearray(re.sub(rb"\0\0+", b"\0", names).lstrip(b"\0"))
     if names and not names.endswith(b"\0"):

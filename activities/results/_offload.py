@@ -26,12 +26,20 @@ import logging
 import os
 import pickle
 import signal
+import socket
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
-from fs_search.activities.results._helper import HEADER, JOBS, SPLITS, frame, job_name
+from fs_search.activities.results._helper import (
+    HEADER,
+    JOBS,
+    PASSED_FD,
+    SPLITS,
+    frame,
+    job_name,
+)
 
 log = logging.getLogger(__name__)
 
@@ -101,9 +109,10 @@ class _Helper:
     the event loop are not held up.
     """
 
-    def __init__(self, proc: asyncio.subprocess.Process, data: int) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process, data: int, fds: socket.socket) -> None:
         self.proc = proc
         self.data = data  # the write end of the helper's data pipe
+        self.fds = fds  # the socket descriptors go to the helper through
         self._lock = threading.Lock()
         self._writing = False  # a thread is writing to ``data``
         self._killed = False  # ``data`` is closed by kill(), or by the writer after it
@@ -111,6 +120,7 @@ class _Helper:
     @classmethod
     async def start(cls) -> _Helper:
         read, write = os.pipe()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -118,18 +128,21 @@ class _Helper:
                 "-m",
                 "fs_search.activities.results._helper",
                 str(read),
+                str(theirs.fileno()),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 cwd="/",
                 start_new_session=True,
                 limit=1024 * 1024,
-                pass_fds=(read,),
+                pass_fds=(read, theirs.fileno()),
             )
         except BaseException:
             os.close(write)
+            ours.close()
             raise
         finally:
             os.close(read)
+            theirs.close()
         fds = [write]
         for pipe in (proc.stdin, proc.stdout):
             transport = getattr(pipe, "transport", None) or getattr(pipe, "_transport", None)
@@ -140,7 +153,7 @@ class _Helper:
             for fd in fds:
                 with contextlib.suppress(OSError, ValueError):
                     fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 1024 * 1024)
-        return cls(proc, write)
+        return cls(proc, write, ours)
 
     def _write(self, chunks: list[bytes]) -> None:
         """Write ``chunks`` to the data pipe (in a thread: blocks until the helper has
@@ -164,9 +177,17 @@ class _Helper:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         sent: asyncio.Event | None = None,
+        *,
+        passed: dict[str, int] | None = None,
     ) -> Any:
+        """The job's answer; ``passed``: keyword arguments that are descriptors, sent on
+        the helper's socket (the helper gets them as its own)."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
         try:
+            if passed:
+                # A few bytes and descriptors into an empty socket buffer: never blocks.
+                socket.send_fds(self.fds, [b"d"], list(passed.values()))
+                kwargs = {**kwargs, **dict.fromkeys(passed, PASSED_FD)}
             self.proc.stdin.write(frame((name, args, kwargs)))
             self.proc.stdin.write(HEADER.pack(sum(len(c) for c in chunks)))
             await self.proc.stdin.drain()
@@ -176,7 +197,7 @@ class _Helper:
             await writing
             header = await self.proc.stdout.readexactly(HEADER.size)
             body = await self.proc.stdout.readexactly(HEADER.unpack(header)[0])
-        except (ConnectionError, asyncio.IncompleteReadError, BrokenPipeError) as e:
+        except (OSError, asyncio.IncompleteReadError) as e:  # its pipes or socket closed
             raise HelperDied(f"digest helper exited ({self.proc.returncode})") from e
         status, value = pickle.loads(body)
         if status == "error":
@@ -192,6 +213,7 @@ class _Helper:
             self._killed = True
             if not self._writing:  # else the writer closes it once its write fails
                 os.close(self.data)
+            self.fds.close()
 
 
 def _write_all(fd: int, chunks: list[bytes]) -> None:
@@ -237,6 +259,8 @@ class Offload:
         self._in_flight = 0
         self._available: asyncio.Semaphore | None = None
         self._all: set[_Helper] = set()
+        self._starting: asyncio.Future[None] | None = None  # a helper started for later
+        self._closed = False
 
     async def run(
         self,
@@ -275,6 +299,31 @@ class Offload:
             return cast(R, await self._in_helper(local, name, chunks, args, kwargs))
         finally:
             self._in_flight -= 1
+
+    @contextlib.asynccontextmanager
+    async def borrowed(self) -> AsyncIterator[_Helper | None]:
+        """An idle helper lent for a run of requests (None when none is idle now: no
+        waiting; one is started for next time if there may be more). It goes back to the
+        pool when the block ends normally, and is stopped when it raises (a request may be
+        half answered)."""
+        if self._available is None:
+            self._available = asyncio.Semaphore(self.processes)
+        if self.processes <= 0 or not self._idle or self._available.locked():
+            if self.processes > len(self._all) and self._starting is None:
+                self._starting = asyncio.ensure_future(self._start_one())
+            yield None
+            return
+        await self._available.acquire()  # at once: it is not locked
+        helper = self._idle.pop()
+        try:
+            yield helper
+        except BaseException:
+            self._discard(helper)
+            raise
+        else:
+            self._idle.append(helper)
+        finally:
+            self._available.release()
 
     async def _split(
         self,
@@ -366,6 +415,21 @@ class Offload:
             self._idle.append(helper)
             return result
 
+    async def _start_one(self) -> None:
+        """One more idle helper (in the background: failures are logged)."""
+        try:
+            helper = await _Helper.start()
+        except OSError as e:
+            log.warning("cannot start a digest helper (%s)", e)
+        else:
+            if not self._closed and len(self._all) < self.processes:
+                self._all.add(helper)
+                self._idle.append(helper)
+            else:
+                helper.kill()
+        finally:
+            self._starting = None
+
     async def warm(self) -> None:
         """Start the helpers ahead of the first large search (a worker calls this at start)."""
         while len(self._all) < self.processes:
@@ -388,6 +452,7 @@ class Offload:
 
     def shutdown(self) -> None:
         """Stop every helper process."""
+        self._closed = True
         for helper in list(self._all):
             helper.kill()
         self._all.clear()

@@ -16,14 +16,19 @@ _VCS_EXCLUSIONS = tuple(f"--glob=!{name}" for name in VCS_DIRS)
 # activity runs first): the argv builders get accepted values only.
 
 
-def for_glob(pattern: str, *, rg: str) -> list[str]:
-    """rg's argv for a glob call; rg runs in the search root so the pattern is anchored there."""
+def for_glob(pattern: str, *, rg: str, sort: bool = True) -> list[str]:
+    """rg's argv for a glob call; rg runs in the search root so the pattern is anchored there.
+
+    ``sort``: rg lists the files oldest modified first (``--sort=modified``, which walks on
+    one thread); else it walks on one thread unsorted, in the order its sort keeps for
+    equal times, for the caller to sort by the files' times.
+    """
     return [
         rg,
         *_ISOLATION,
         "--files",
         "--null",
-        "--sort=modified",
+        "--sort=modified" if sort else "--threads=1",
         "--no-ignore",
         "--hidden",
         f"--glob={pattern}",

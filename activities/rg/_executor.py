@@ -10,7 +10,7 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -76,6 +76,7 @@ class RgRun:
     chunks: list[bytes]
     stderr: str
     fifo_refused: bool = False  # killed blocked on a FIFO outside the workspace
+    streamed: int = 0  # stdout bytes handed to the run's sink as they came (not in chunks)
 
     @property
     def stdout(self) -> bytes:
@@ -90,7 +91,7 @@ class RgRun:
     @property
     def produced_output(self) -> bool:
         """Whether rg wrote anything to stdout."""
-        return any(self.chunks)
+        return self.streamed > 0 or any(self.chunks)
 
 
 def default_backstop() -> str | None:
@@ -162,6 +163,7 @@ class Executor:
         nice: int = 0,
         key: str = "",
         queue_s: float = 0.0,
+        sink: Callable[[bytes], None] | None = None,
     ) -> RgRun:
         """Run ``argv`` in ``cwd`` and collect its output.
 
@@ -183,6 +185,8 @@ class Executor:
             queue_s: how long the run may wait for a slot beyond its own budget (the
                 caller's queueing budget); waiting longer than ``queue_s`` eats into
                 ``timeout_s``, and a run that gets a slot runs at most ``timeout_s``.
+            sink: called on the event loop with each piece of stdout as it is read (within
+                the cap), which is then not kept in the run's ``chunks``.
 
         Raises:
             SearchError: SEARCH_RAW_OUTPUT_OVERFLOW, SEARCH_ABORTED (budget), or
@@ -190,7 +194,7 @@ class Executor:
             asyncio.CancelledError: after the group was killed.
         """
         if self.running_slots is None:
-            return await self._run(argv, cwd, timeout_s, max_stdout, progress, tree, nice)
+            return await self._run(argv, cwd, timeout_s, max_stdout, progress, tree, nice, sink)
         waited = time.monotonic()
         wait_s = max(0.0, queue_s) + timeout_s
         if self.running_slots.busy(key) and progress is not None:
@@ -206,7 +210,7 @@ class Executor:
             remaining = min(timeout_s, wait_s - (time.monotonic() - waited))
             if remaining <= 0:
                 raise _over_budget(wait_s, queued=True)
-            return await self._run(argv, cwd, remaining, max_stdout, progress, tree, nice)
+            return await self._run(argv, cwd, remaining, max_stdout, progress, tree, nice, sink)
         finally:
             self.running_slots.release(key)
 
@@ -219,6 +223,7 @@ class Executor:
         progress: Progress | None,
         tree: HeldRoot | None,
         nice: int,
+        sink: Callable[[bytes], None] | None = None,
     ) -> RgRun:
         proc: _Process
         if self.fork_server is not None:
@@ -231,7 +236,7 @@ class Executor:
         if progress is not None and progress.rg_started is None:
             progress.rg_started = time.monotonic()
         try:
-            return await self._collect(proc, argv, timeout_s, max_stdout, progress, tree)
+            return await self._collect(proc, argv, timeout_s, max_stdout, progress, tree, sink)
         finally:
             self._live.discard(proc)
 
@@ -312,6 +317,7 @@ class Executor:
         max_stdout: int,
         progress: Progress | None,
         tree: HeldRoot | None,
+        sink: Callable[[bytes], None] | None = None,
     ) -> RgRun:
         assert proc.stdout is not None and proc.stderr is not None
         stderr_task = asyncio.ensure_future(_read_bounded(proc.stderr, _STDERR_KEEP))
@@ -336,6 +342,9 @@ class Executor:
                             f"the search produced more than {max_stdout} bytes of raw output "
                             "and was stopped; narrow the pattern, path or include",
                         )
+                    if sink is not None:
+                        sink(chunk)
+                        continue
                     small.append(chunk)
                     small_bytes += len(chunk)
                     if small_bytes >= _COALESCE_BYTES:
@@ -383,6 +392,7 @@ class Executor:
             chunks=chunks,
             stderr=stderr.decode("utf-8", "replace"),
             fifo_refused=fifo_refused,
+            streamed=read if sink is not None else 0,
         )
 
     async def _kill(self, proc: _Process) -> None:

@@ -171,3 +171,22 @@ def test_a_root_that_is_not_a_directory_is_refused(tmp_path, walk):
     write_tree(tmp_path, {"f": ""})
     with pytest.raises(NotADirectoryError):
         HeldRoot(tmp_path / "f")
+
+
+def test_open_beneath_opens_directories_below_and_nothing_through_a_link_or_up(ws):
+    """``open_beneath``: a relative directory below the descriptor; a symlink on the way or
+    a ``..`` is refused, whatever it points at (each walk: openat2 and the fallback)."""
+    os.symlink(ws.parent / "outside", ws / "out")
+    os.symlink("src", ws / "inside")
+    root = os.open(ws, os.O_PATH)
+    try:
+        fd = held_root.open_beneath(root, "src/a")
+        try:
+            assert os.path.samestat(os.fstat(fd), os.stat(ws / "src" / "a"))
+        finally:
+            os.close(fd)
+        for path in ("out/dir", "inside/a", "../outside", "src/../../outside"):
+            with pytest.raises(OSError):
+                os.close(held_root.open_beneath(root, path))
+    finally:
+        os.close(root)

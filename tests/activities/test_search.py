@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
+from fs_search.activities import search
 from fs_search.activities.catalogue import GLOB_PROMPT_HEAD, GLOB_PROMPT_SAMPLED, GREP_PROMPT
 from fs_search.activities.contract import GlobRequest, GrepRequest, ReadSpillRequest
 from fs_search.activities.search import NICE_STEP
@@ -186,6 +188,60 @@ async def test_glob_invalid_glob(ws, make_activities):
     acts = await make_activities(ws)
     err = await error_of(acts.glob, GlobRequest(pattern="a["))
     assert err.type == "SEARCH_INVALID_PATTERN" and "error parsing glob" in err.message
+
+
+def tied_tree(root: Path, files: int) -> Path:
+    """``files`` files whose times repeat (many ties), in no relation to their names."""
+    for i in range(files):
+        path = root / f"d{i % 7}" / f"{(i * 37) % files:05}.txt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"")
+        os.utime(path, ns=(0, 1_600_000_000 * 10**9 + (i * 13) % 9))
+    return root
+
+
+def recorded_argvs(acts) -> list[list[str]]:
+    """The argv of each rg the activities run from now on (each still runs)."""
+    argvs: list[list[str]] = []
+    run_rg = acts.executor.run
+
+    async def recorded(argv, **kwargs):
+        argvs.append(list(argv))
+        return await run_rg(argv, **kwargs)
+
+    acts.executor.run = recorded
+    return argvs
+
+
+def rg_sorted(rg: str, root: Path) -> list[str]:
+    argv = [rg, "--no-config", "--files", "--sort=modified", "--no-ignore", "--hidden"]
+    out = subprocess.run(argv, cwd=root, capture_output=True, check=True, text=True).stdout
+    return out.splitlines()
+
+
+async def test_glob_sorts_rgs_walk_as_rg_sorts(tmp_path, make_activities, rg_bin):
+    """rg walks unsorted; the worker's sort by time gives ``rg --sort=modified``'s order,
+    ties included."""
+    ws = tied_tree(tmp_path / "ws", 600)
+    acts = await make_activities(ws, glob_max_results=1000)
+    argvs = recorded_argvs(acts)
+    r = await run(acts.glob, GlobRequest(pattern="*.txt"))
+    assert r.paths == rg_sorted(rg_bin, ws) and r.total == 600
+    assert ["--threads=1" in a and "--sort=modified" not in a for a in argvs] == [True]
+
+
+async def test_a_glob_too_large_to_sort_here_is_sorted_by_rg(
+    tmp_path, make_activities, rg_bin, monkeypatch
+):
+    """Past ``SORT_HERE_MAX_BYTES`` of listing the walk is stopped and rg lists again,
+    sorting itself: the same answer, not an overflow."""
+    monkeypatch.setattr(search, "SORT_HERE_MAX_BYTES", 1024)
+    ws = tied_tree(tmp_path / "ws", 600)
+    acts = await make_activities(ws, glob_max_results=1000)
+    argvs = recorded_argvs(acts)
+    r = await run(acts.glob, GlobRequest(pattern="*.txt"))
+    assert r.paths == rg_sorted(rg_bin, ws) and not r.truncated
+    assert ["--sort=modified" in a for a in argvs] == [False, True]
 
 
 # --- grep ---------------------------------------------------------------------------------

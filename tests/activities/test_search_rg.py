@@ -35,9 +35,18 @@ class Recording(Executor):
 
     async def run(self, argv, **kwargs) -> RgRun:
         self.argvs.append(list(argv))
+        streamed = bytearray()
+        sink = kwargs.get("sink")
+        if sink is not None:  # the output handed to the sink as read (a glob's walk)
+
+            def noted(piece: bytes) -> None:
+                streamed.extend(piece)
+                sink(piece)
+
+            kwargs["sink"] = noted
         found = await super().run(argv, **kwargs)
         self.runs.append(found)
-        self.stdouts.append(found.stdout)
+        self.stdouts.append(found.stdout + bytes(streamed))
         return found
 
 

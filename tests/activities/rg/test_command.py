@@ -24,6 +24,16 @@ def test_glob_argv_is_fixed_with_exclusions_after_user_glob():
     assert all(argv.index(e) > user for e in exclusions)
 
 
+def test_the_glob_walk_is_the_sorted_argv_on_one_thread_unsorted():
+    """Unsorted, the glob's argv walks on one thread (the order rg's sort keeps for equal
+    times), and is otherwise the sorted one."""
+    walk = command.for_glob("**", rg="/bin/rg", sort=False)
+    assert "--threads=1" in walk and "--sort=modified" not in walk
+    assert [a for a in walk if a != "--threads=1"] == [
+        a for a in command.for_glob("**", rg="/bin/rg") if a != "--sort=modified"
+    ]
+
+
 def test_grep_argv_puts_pattern_after_e_and_file_after_double_dash():
     """A leading-dash pattern follows -e; a file target follows --."""
     argv = command.for_grep("-foo", rg="/bin/rg", include="*.py", file_arg="-x.py", threads=2)
