@@ -45,9 +45,9 @@ class Progress:
     # When the first rg of the call started (after any wait for a running slot).
     rg_started: float | None = None
 
-    def elapsed_ms(self) -> int:
-        """Milliseconds since the search started."""
-        return int((time.monotonic() - self.started) * 1000)
+    def elapsed_ms(self, now: float | None = None) -> int:
+        """Milliseconds since the search started (until ``now``, default: now)."""
+        return int(((time.monotonic() if now is None else now) - self.started) * 1000)
 
     def budget_ends(self) -> float | None:
         """When the call's budget runs out (``time.monotonic()``): ``budget_ms`` after its
@@ -56,20 +56,24 @@ class Progress:
             return None
         return self.rg_started + self.budget_ms / 1000
 
-    def rg_ms(self) -> int:
-        """Milliseconds rg has run (what counts against the budget); 0 before it starts."""
+    def rg_ms(self, now: float | None = None) -> int:
+        """Milliseconds rg has run (what counts against the budget) until ``now`` (default:
+        now); 0 before it starts."""
         if self.rg_started is None:
             return 0
-        return int((time.monotonic() - self.rg_started) * 1000)
+        return int(((time.monotonic() if now is None else now) - self.rg_started) * 1000)
 
     def details(self) -> dict[str, object]:
         """Heartbeat details: phase, raw bytes read, ms since the call started, ms rg has
-        run and the call's budget in ms (shown under Pending Activities in the UI)."""
+        run and the call's budget in ms (shown under Pending Activities in the UI). Both
+        durations end at the same instant, so ``rg_ms`` never exceeds ``elapsed_ms`` however
+        long this thread is held up between them."""
+        now = time.monotonic()
         return {
             "phase": self.phase,
             "raw_bytes": self.raw_bytes,
-            "elapsed_ms": self.elapsed_ms(),
-            "rg_ms": self.rg_ms(),
+            "elapsed_ms": self.elapsed_ms(now),
+            "rg_ms": self.rg_ms(now),
             "budget_ms": self.budget_ms,
         }
 

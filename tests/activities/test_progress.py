@@ -27,6 +27,16 @@ def test_details_are_phase_raw_bytes_elapsed_and_rg_time_against_the_budget():
     assert 1000 <= details["rg_ms"] < 2500 and details["budget_ms"] == 30_000
 
 
+def test_rg_time_never_exceeds_the_elapsed_time(monkeypatch):
+    """Both durations end at one reading of the clock: a heartbeat held up between them (a
+    busy machine) cannot report rg running longer than the call."""
+    readings = iter([10.0, 10.2, 10.4])  # a clock read 200 ms apart each time
+    monkeypatch.setattr(time, "monotonic", lambda: next(readings))
+    progress = Progress(phase="rg", started=9.0, rg_started=9.0, budget_ms=30_000)
+    details = progress.details()
+    assert details["elapsed_ms"] == details["rg_ms"] == 1000
+
+
 def test_before_rg_starts_its_time_is_zero():
     """A call still checking or queued reports rg_ms 0 (and no budget until it is known)."""
     details = Progress(phase="queued").details()
