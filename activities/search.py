@@ -444,13 +444,15 @@ class SearchActivities:
             run = await self._run_rg(
                 walk, at, call, max_stdout=min(cap, SORT_HERE_MAX_BYTES), sink=order.feed
             )
-        except SearchError as e:
+        except BaseException as e:
             await order.discard()
-            if e.code != ErrorCode.SEARCH_RAW_OUTPUT_OVERFLOW or cap <= SORT_HERE_MAX_BYTES:
+            past_sort_here = (
+                isinstance(e, SearchError)
+                and e.code == ErrorCode.SEARCH_RAW_OUTPUT_OVERFLOW
+                and cap > SORT_HERE_MAX_BYTES
+            )
+            if not past_sort_here:
                 raise
-        except BaseException:
-            await order.discard()
-            raise
         else:
             return run, walk, order
         argv = rg.for_glob(pattern, rg=self._rg_path(), sort=True)

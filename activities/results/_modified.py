@@ -3,9 +3,10 @@
 ``rg --sort=modified`` walks the tree on one thread, then reads every file's modification
 time on that same thread (two thirds of its time on 100,000 files: a ``statx`` costs ~2 µs
 here). Its order is the single-threaded walk's, sorted stably by time, with the files whose
-time cannot be read last. So the glob runs rg with ``--threads=1`` and no sort, and the
-times are read here on two cores at once (the listing's tail in a digest helper while a
-thread reads its head), then the names are sorted stably by them: the same order, sooner.
+time cannot be read last. So the glob runs rg with ``--threads=1`` and no sort, the times
+are read here on two cores while rg walks (a thread and a digest helper, a unit of the
+listing at a time: :mod:`._modified_order`), and the names are sorted stably by them: the
+same order, sooner.
 
 The times are read beneath the search root's held descriptor, never by a name from ``/``:
 each directory of the listing is opened with :func:`~fs_search.activities.held_root.

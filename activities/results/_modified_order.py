@@ -141,19 +141,19 @@ class ModifiedOrder:
 
     def _ordered(self) -> list[bytes]:
         """In a thread: the times a dead helper left unread, then the sorted listing."""
-        count = sum(len(t) for t in self._times if t is not None) // 8
-        count += sum(_count(self._unit(i)) for i, t in enumerate(self._times) if t is None)
+        parts = [
+            got if got is not None else times([self._unit(i)], dir_fd=self.dir_fd)
+            for i, got in enumerate(self._times)
+        ]
+        self._times.clear()
         # One array of the times, each unit's dropped once copied in: they are never held
         # twice, and nothing of them is left once the order is taken.
-        mtimes = np.empty(count, dtype=np.int64)
+        mtimes = np.empty(sum(map(len, parts)) // 8, dtype=np.int64)
         at = 0
-        for i, got in enumerate(self._times):
-            if got is None:
-                got = times([self._unit(i)], dir_fd=self.dir_fd)
-            self._times[i] = None
+        for i, got in enumerate(parts):
+            parts[i] = b""
             mtimes[at : at + len(got) // 8] = np.frombuffer(got, dtype=np.int64)
             at += len(got) // 8
-        self._times.clear()
         order = np.argsort(mtimes, kind="stable")
         del mtimes
         raw, self._raw = self._raw, bytearray()
@@ -165,11 +165,6 @@ class ModifiedOrder:
         ordered = in_order(raw, order)
         # One bytearray: the glob digest takes it as its names buffer, with no copy.
         return cast("list[bytes]", [ordered])
-
-
-def _count(unit: bytes) -> int:
-    """The names in a unit (the last may lack its NUL)."""
-    return unit.count(b"\0") + (not unit.endswith(b"\0"))
 
 
 def in_order(raw: bytearray, order: np.ndarray) -> bytearray:

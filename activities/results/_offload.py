@@ -259,7 +259,7 @@ class Offload:
         self._in_flight = 0
         self._available: asyncio.Semaphore | None = None
         self._all: set[_Helper] = set()
-        self._starting: asyncio.Future[None] | None = None  # a helper started for later
+        self._starting: asyncio.Future[bool] | None = None  # a helper started for later
         self._closed = False
 
     async def run(
@@ -309,8 +309,7 @@ class Offload:
         if self._available is None:
             self._available = asyncio.Semaphore(self.processes)
         if self.processes <= 0 or not self._idle or self._available.locked():
-            if self.processes > len(self._all) and self._starting is None:
-                self._starting = asyncio.ensure_future(self._start_one())
+            self._start_later()
             yield None
             return
         await self._available.acquire()  # at once: it is not locked
@@ -415,31 +414,32 @@ class Offload:
             self._idle.append(helper)
             return result
 
-    async def _start_one(self) -> None:
-        """One more idle helper (in the background: failures are logged)."""
+    async def _start_one(self) -> bool:
+        """One more idle helper, up to ``processes``; False when it could not be started
+        (logged: large outputs then use a thread)."""
         try:
             helper = await _Helper.start()
         except OSError as e:
-            log.warning("cannot start a digest helper (%s)", e)
+            log.warning("cannot start a digest helper (%s); large outputs use a thread", e)
+            return False
+        if self._closed or len(self._all) >= self.processes:
+            helper.kill()  # shut down, or another start filled the pool meanwhile
         else:
-            if not self._closed and len(self._all) < self.processes:
-                self._all.add(helper)
-                self._idle.append(helper)
-            else:
-                helper.kill()
-        finally:
-            self._starting = None
+            self._all.add(helper)
+            self._idle.append(helper)
+        return True
+
+    def _start_later(self) -> None:
+        """A helper started in the background for the next request (one at a time)."""
+        if self._starting is None and len(self._all) < self.processes:
+            self._starting = asyncio.ensure_future(self._start_one())
+            self._starting.add_done_callback(lambda _: setattr(self, "_starting", None))
 
     async def warm(self) -> None:
         """Start the helpers ahead of the first large search (a worker calls this at start)."""
-        while len(self._all) < self.processes:
-            try:
-                helper = await _Helper.start()
-            except OSError as e:
-                log.warning("cannot start a digest helper (%s); large outputs use a thread", e)
+        while len(self._all) < self.processes and not self._closed:
+            if not await self._start_one():
                 return
-            self._all.add(helper)
-            self._idle.append(helper)
 
     def _discard(self, helper: _Helper) -> None:
         helper.kill()
