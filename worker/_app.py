@@ -205,7 +205,10 @@ async def build_services(
         executor,
         storage or storage_for(config),
         rg,
-        Offload(default_processes() if config.parse_processes is None else config.parse_processes),
+        Offload(
+            default_processes() if config.parse_processes is None else config.parse_processes,
+            shared=workspaces_root,
+        ),
         telemetry or SearchTelemetry(trace_patterns=config.trace_patterns),
         capacity,
     )

@@ -9,6 +9,12 @@ every glob stay in a thread, where the hop costs less than shipping the bytes; a
 output digested alone is split: its second half parsed in a helper while a thread parses
 the first.
 
+A process serving many workspaces (``shared``) digests a large grep output in one helper
+even when it is alone: split, it would take both cores (a helper, and a thread holding the
+worker's interpreter lock) from every other workspace's calls in the process. Its helpers run
+:data:`SHARED_HELPER_NICE` steps nicer: their work is bulk, and the cores go first to what
+a call waits on (the worker's event loop, rg, the Temporal server on the same machine).
+
 Helpers run isolated (``-I``: no PYTHONPATH, no user site, no script directory) in ``/``,
 so nothing in the worker's working directory (a workspace, say) can shadow a module they
 import.
@@ -57,6 +63,8 @@ SPLIT_THRESHOLD_BYTES = 4 * 1024 * 1024
 MMAP_THRESHOLD_BYTES = 1024 * 1024
 _M_MMAP_THRESHOLD = -3  # glibc's mallopt() parameter number
 _IOV_MAX = 1024  # buffers one writev() takes at most (Linux)
+# How much nicer a shared process's helpers run than the worker (see the module docstring).
+SHARED_HELPER_NICE = 10
 
 
 def mmap_large_allocations(threshold: int = MMAP_THRESHOLD_BYTES) -> bool:
@@ -118,7 +126,8 @@ class _Helper:
         self._killed = False  # ``data`` is closed by kill(), or by the writer after it
 
     @classmethod
-    async def start(cls) -> _Helper:
+    async def start(cls, nice: int = 0) -> _Helper:
+        """A new helper, ``nice`` steps nicer than this process."""
         read, write = os.pipe()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -143,6 +152,9 @@ class _Helper:
         finally:
             os.close(read)
             theirs.close()
+        if nice:
+            with contextlib.suppress(OSError):  # it may already be gone: a call will say so
+                os.setpriority(os.PRIO_PROCESS, proc.pid, min(19, os.nice(0) + nice))
         fds = [write]
         for pipe in (proc.stdin, proc.stdout):
             transport = getattr(pipe, "transport", None) or getattr(pipe, "_transport", None)
@@ -240,6 +252,9 @@ class Offload:
         threshold: raw bytes from which work goes to a helper.
         inline_threshold: raw bytes below which work runs on the event loop (never more
             than ``threshold``).
+        shared: the process serves many workspaces: a large job a helper can run goes to
+            one helper, alone too (never split, never on a thread), and helpers run
+            :data:`SHARED_HELPER_NICE` nicer.
     """
 
     def __init__(
@@ -249,9 +264,12 @@ class Offload:
         threshold: int = PROCESS_THRESHOLD_BYTES,
         split_threshold: int = SPLIT_THRESHOLD_BYTES,
         inline_threshold: int = INLINE_THRESHOLD_BYTES,
+        shared: bool = False,
     ) -> None:
         mmap_large_allocations()
         self.processes = processes
+        self.shared = shared
+        self._nice = SHARED_HELPER_NICE if shared else 0
         self.threshold = threshold
         self.split_threshold = split_threshold
         self.inline_threshold = min(inline_threshold, threshold)
@@ -279,7 +297,8 @@ class Offload:
         from ``split_threshold`` bytes): the output's second half is then parsed in a
         helper while the first half is parsed in a thread, on two cores at once. Shipping
         a whole output to another process only pays off when digests would otherwise
-        queue for the one core.
+        queue for the one core — or, in a ``shared`` process, always: there a large job
+        goes to a helper whole, alone too, and keeps to one core.
         """
         size = sum(len(c) for c in chunks)
         if size < self.inline_threshold:
@@ -288,7 +307,7 @@ class Offload:
         try:
             local = functools.partial(job, chunks, *args, **kwargs)
             name = job_name(job)
-            alone = self._in_flight <= 1
+            alone = self._in_flight <= 1 and not self.shared
             if self.processes > 0 and alone and size >= self.split_threshold and name in SPLITS:
                 head, tail = halves(chunks, size)
                 if tail:
@@ -389,7 +408,7 @@ class Offload:
             helper = self._idle.pop() if self._idle else None
             if helper is None:
                 try:
-                    helper = await _Helper.start()
+                    helper = await _Helper.start(self._nice)
                 except OSError as e:
                     log.warning("cannot start a digest helper (%s); digesting in a thread", e)
                     if sent is not None:
@@ -418,7 +437,7 @@ class Offload:
         """One more idle helper, up to ``processes``; False when it could not be started
         (logged: large outputs then use a thread)."""
         try:
-            helper = await _Helper.start()
+            helper = await _Helper.start(self._nice)
         except OSError as e:
             log.warning("cannot start a digest helper (%s); large outputs use a thread", e)
             return False

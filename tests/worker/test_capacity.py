@@ -53,7 +53,8 @@ def test_the_shares_follow_the_settings(values, expected):
 
 async def test_the_executor_is_sized_by_the_plan(tmp_path):
     """build_services sizes the running slots from the plan: the process's cap, and under a
-    root one workspace's share of it (clamped to the process's)."""
+    root one workspace's share of it (clamped to the process's); under a root, a large
+    digest keeps to one helper (the offload is shared)."""
     from fs_search.activities.storage import local_storage
 
     config = _config(max_concurrent_searches=6, max_concurrent_per_workspace=2)
@@ -65,6 +66,7 @@ async def test_the_executor_is_sized_by_the_plan(tmp_path):
         assert (slots.total, slots.per_key) == (6, 6)
         assert (root_slots.total, root_slots.per_key) == (6, 2)
         assert root.capacity == capacity_plan(config, workspaces_root=True)
+        assert (single.offload.shared, root.offload.shared) == (False, True)
     finally:
         for services in (single, root):
             services.offload.shutdown()

@@ -15,7 +15,12 @@ import pytest
 from fs_search.activities.results import _digest as digest
 from fs_search.activities.results import _parse as parse
 from fs_search.activities.results._helper import HEADER, frame, job_name
-from fs_search.activities.results._offload import Offload, halves, mmap_large_allocations
+from fs_search.activities.results._offload import (
+    SHARED_HELPER_NICE,
+    Offload,
+    halves,
+    mmap_large_allocations,
+)
 from fs_search.activities.workspace import SearchTarget
 from tests.procs import alive, group
 
@@ -259,6 +264,38 @@ async def test_a_lone_large_grep_is_split_between_a_helper_and_a_thread():
         assert chunks == [] and len(offload.helper_pids) == 1
         # Lone and small: a thread, as before.
         assert (await offload.run(digest.grep, [rg_json(1, 2)], **KW)).total == 2
+    finally:
+        offload.shutdown()
+
+
+@pytest.mark.parametrize("shared", [False, True])
+async def test_a_shared_process_digests_a_lone_large_grep_in_one_helper(monkeypatch, shared):
+    """Serving many workspaces, a large grep digest alone goes to a helper whole: nothing
+    of it is parsed in this process (split, as a one-workspace process does, its head is
+    parsed on a thread here, holding the interpreter from other workspaces' calls, while a
+    helper takes the other core). Its answer is the thread's; a small digest still runs
+    here."""
+    data = rg_json(40, 100)
+    expected = digest.grep(chunks_of(data), **KW)
+    parsed_here: list[int] = []
+    real = parse.parse_chunks
+
+    def counted(chunks):
+        parsed_here.append(sum(len(c) for c in chunks))
+        return real(chunks)
+
+    monkeypatch.setattr(parse, "parse_chunks", counted)
+    offload = Offload(2, threshold=1024, split_threshold=64 * 1024, shared=shared)
+    try:
+        assert await offload.run(digest.grep, chunks_of(data), **KW) == expected
+        assert len(offload.helper_pids) == 1
+        assert bool(parsed_here) is not shared, parsed_here
+        # Its helpers' work is bulk: shared, they yield the cores to what calls wait on.
+        nicer = os.getpriority(os.PRIO_PROCESS, offload.helper_pids[0]) - os.nice(0)
+        assert nicer == (min(19 - os.nice(0), SHARED_HELPER_NICE) if shared else 0)
+        parsed_here.clear()
+        assert (await offload.run(digest.grep, [rg_json(1, 2)], **KW)).total == 2
+        assert parsed_here and len(offload.helper_pids) == 1
     finally:
         offload.shutdown()
 
