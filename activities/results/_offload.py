@@ -11,9 +11,7 @@ the first.
 
 A process serving many workspaces (``shared``) digests a large grep output in one helper
 even when it is alone: split, it would take both cores (a helper, and a thread holding the
-worker's interpreter lock) from every other workspace's calls in the process. Its helpers run
-:data:`SHARED_HELPER_NICE` steps nicer: their work is bulk, and the cores go first to what
-a call waits on (the worker's event loop, rg, the Temporal server on the same machine).
+worker's interpreter lock) from every other workspace's calls in the process.
 
 Helpers run isolated (``-I``: no PYTHONPATH, no user site, no script directory) in ``/``,
 so nothing in the worker's working directory (a workspace, say) can shadow a module they
@@ -63,8 +61,6 @@ SPLIT_THRESHOLD_BYTES = 4 * 1024 * 1024
 MMAP_THRESHOLD_BYTES = 1024 * 1024
 _M_MMAP_THRESHOLD = -3  # glibc's mallopt() parameter number
 _IOV_MAX = 1024  # buffers one writev() takes at most (Linux)
-# How much nicer a shared process's helpers run than the worker (see the module docstring).
-SHARED_HELPER_NICE = 10
 
 
 def mmap_large_allocations(threshold: int = MMAP_THRESHOLD_BYTES) -> bool:
@@ -126,8 +122,7 @@ class _Helper:
         self._killed = False  # ``data`` is closed by kill(), or by the writer after it
 
     @classmethod
-    async def start(cls, nice: int = 0) -> _Helper:
-        """A new helper, ``nice`` steps nicer than this process."""
+    async def start(cls) -> _Helper:
         read, write = os.pipe()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -152,9 +147,6 @@ class _Helper:
         finally:
             os.close(read)
             theirs.close()
-        if nice:
-            with contextlib.suppress(OSError):  # it may already be gone: a call will say so
-                os.setpriority(os.PRIO_PROCESS, proc.pid, min(19, os.nice(0) + nice))
         fds = [write]
         for pipe in (proc.stdin, proc.stdout):
             transport = getattr(pipe, "transport", None) or getattr(pipe, "_transport", None)
@@ -253,8 +245,7 @@ class Offload:
         inline_threshold: raw bytes below which work runs on the event loop (never more
             than ``threshold``).
         shared: the process serves many workspaces: a large job a helper can run goes to
-            one helper, alone too (never split, never on a thread), and helpers run
-            :data:`SHARED_HELPER_NICE` nicer.
+            one helper, alone too (never split, never on a thread).
     """
 
     def __init__(
@@ -269,7 +260,6 @@ class Offload:
         mmap_large_allocations()
         self.processes = processes
         self.shared = shared
-        self._nice = SHARED_HELPER_NICE if shared else 0
         self.threshold = threshold
         self.split_threshold = split_threshold
         self.inline_threshold = min(inline_threshold, threshold)
@@ -408,7 +398,7 @@ class Offload:
             helper = self._idle.pop() if self._idle else None
             if helper is None:
                 try:
-                    helper = await _Helper.start(self._nice)
+                    helper = await _Helper.start()
                 except OSError as e:
                     log.warning("cannot start a digest helper (%s); digesting in a thread", e)
                     if sent is not None:
@@ -437,7 +427,7 @@ class Offload:
         """One more idle helper, up to ``processes``; False when it could not be started
         (logged: large outputs then use a thread)."""
         try:
-            helper = await _Helper.start(self._nice)
+            helper = await _Helper.start()
         except OSError as e:
             log.warning("cannot start a digest helper (%s); large outputs use a thread", e)
             return False

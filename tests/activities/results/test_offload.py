@@ -15,12 +15,7 @@ import pytest
 from fs_search.activities.results import _digest as digest
 from fs_search.activities.results import _parse as parse
 from fs_search.activities.results._helper import HEADER, frame, job_name
-from fs_search.activities.results._offload import (
-    SHARED_HELPER_NICE,
-    Offload,
-    halves,
-    mmap_large_allocations,
-)
+from fs_search.activities.results._offload import Offload, halves, mmap_large_allocations
 from fs_search.activities.workspace import SearchTarget
 from tests.procs import alive, group
 
@@ -290,9 +285,6 @@ async def test_a_shared_process_digests_a_lone_large_grep_in_one_helper(monkeypa
         assert await offload.run(digest.grep, chunks_of(data), **KW) == expected
         assert len(offload.helper_pids) == 1
         assert bool(parsed_here) is not shared, parsed_here
-        # Its helpers' work is bulk: shared, they yield the cores to what calls wait on.
-        nicer = os.getpriority(os.PRIO_PROCESS, offload.helper_pids[0]) - os.nice(0)
-        assert nicer == (min(19 - os.nice(0), SHARED_HELPER_NICE) if shared else 0)
         parsed_here.clear()
         assert (await offload.run(digest.grep, [rg_json(1, 2)], **KW)).total == 2
         assert parsed_here and len(offload.helper_pids) == 1
