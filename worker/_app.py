@@ -45,6 +45,9 @@ DEFAULT_PER_WORKSPACE = 4
 # Under a workspaces root, a workspace queue may hold up to 1/HELD_SHARE of the calls the
 # process holds.
 HELD_SHARE = 4
+# The oldest rg whose ignore-file handling below a repository's root is right (rg 14
+# misapplies parent directories' patterns: upstream #2770, #2778, #3144).
+MIN_RG_MAJOR = 15
 
 
 def default_workspace_id(workspace: str | os.PathLike[str]) -> str:
@@ -78,7 +81,26 @@ async def probe_rg(executor: Executor, path: str | None) -> RgStatus:
             "the worker log has details",
         )
     version = run.stdout.decode("utf-8", "replace").splitlines()[0] if run.stdout else "?"
+    major = rg_major(version)
+    if major is None or major < MIN_RG_MAJOR:
+        # rg 14 applies the ignore files of a search root's parents wrongly: its answers
+        # below a repository's root would be wrong, so it is not used.
+        log.warning(
+            "%s at %s is too old: fs-search needs ripgrep %d or later", version, path, MIN_RG_MAJOR
+        )
+        return RgStatus(
+            path=None,
+            version=version,
+            reason=f"the ripgrep on this worker is too old: fs-search needs ripgrep "
+            f"{MIN_RG_MAJOR} or later; the worker log has details",
+        )
     return RgStatus(path=path, version=version)
+
+
+def rg_major(version: str) -> int | None:
+    """The major version in ``rg --version``'s first line (``ripgrep 15.2.0 (rev ...)``)."""
+    found = re.match(r"ripgrep (\d+)\.", version)
+    return int(found.group(1)) if found else None
 
 
 @dataclass(frozen=True)
