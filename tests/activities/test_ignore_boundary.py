@@ -246,3 +246,118 @@ async def test_unsafe_kind_is_left_out_and_the_rest_applies(tmp_path, make_activ
     else:
         assert paths(result) == ["a.txt"]
         assert notes(result) == []
+
+
+# --- issue 46: the minimal cases rg 14 got wrong below a repository's root ---------------
+
+
+def git_repo(base: Path, files: dict[str, str]) -> Path:
+    return write_tree(base / "ws", {".git/HEAD": "ref: refs/heads/main\n", **files})
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_double_star_node_modules_hides_a_packages_dependencies(
+    tmp_path, make_activities, mode
+):
+    """Root ``**/node_modules/**`` (pnpm's own .gitignore): ``path=pkg`` does not show
+    ``pkg/node_modules/dep/index.js``, which a search from the root hides (rg 14 showed it)."""
+    ws = git_repo(
+        tmp_path,
+        {
+            ".gitignore": "**/node_modules/**\n",
+            "pkg/index.js": "needle\n",
+            "pkg/node_modules/dep/index.js": "needle\n",
+            "pkg/node_modules/dep/sub/deep.js": "needle\n",
+            "node_modules/top/index.js": "needle\n",
+        },
+    )
+    acts = await make_activities(ws, sandbox=mode)
+    assert paths(await grep(acts)) == ["pkg/index.js"]
+    assert paths(await grep(acts, path="pkg")) == ["pkg/index.js"]
+    assert paths(await grep(acts, cwd="pkg")) == ["index.js"]
+    assert paths(await grep(acts, path="pkg/node_modules/dep")) == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_directorys_files_pattern_applies_from_a_parent(tmp_path, make_activities, mode):
+    """Root ``.ignore`` ``doc/book/src/commands/*`` with a negation (cargo's own):
+    ``path=doc/book`` hides the files it hides from the root (rg 14 showed them)."""
+    ws = write_tree(
+        tmp_path / "ws",
+        {
+            ".ignore": "doc/book/src/commands/*\n!doc/book/src/commands/index.md\n",
+            "doc/book/src/guide.md": "needle\n",
+            **{f"doc/book/src/commands/cargo-{n}.md": "needle\n" for n in ("add", "build", "test")},
+            "doc/book/src/commands/index.md": "needle\n",
+        },
+    )
+    acts = await make_activities(ws, sandbox=mode)
+    want = ["doc/book/src/commands/index.md", "doc/book/src/guide.md"]
+    assert paths(await grep(acts)) == want
+    assert paths(await grep(acts, path="doc/book")) == want
+    assert paths(await grep(acts, cwd="doc/book", path="src")) == [
+        "src/commands/index.md",
+        "src/guide.md",
+    ]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_anchored_negation_deep_down_applies_from_a_parent(
+    tmp_path, make_activities, mode
+):
+    """``/app/src/storage/*`` then ``!/app/src/storage/x.rs``: ``path=app`` keeps ``x.rs``,
+    which the root search shows (rg 14 dropped it), and hides ``y.rs``."""
+    ws = git_repo(
+        tmp_path,
+        {
+            ".gitignore": "/app/src/storage/*\n!/app/src/storage/x.rs\n",
+            "app/src/main.rs": "needle\n",
+            "app/src/storage/x.rs": "needle\n",
+            "app/src/storage/y.rs": "needle\n",
+        },
+    )
+    acts = await make_activities(ws, sandbox=mode)
+    want = ["app/src/main.rs", "app/src/storage/x.rs"]
+    assert paths(await grep(acts)) == want
+    assert paths(await grep(acts, path="app")) == want
+    assert paths(await grep(acts, path="app/src")) == want
+    assert paths(await grep(acts, cwd="app/src", path="storage")) == ["storage/x.rs"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_search_root_inside_an_ignored_directory_is_searched(
+    tmp_path, make_activities, mode
+):
+    """``path=build``, ``path=.venv/lib``: the model named them, so they are searched (as
+    rg searches a path it is given) though the root's ignore files hide them; beneath them
+    those files still apply (``*.log``, ``**/node_modules/**``)."""
+    ws = git_repo(
+        tmp_path,
+        {
+            ".gitignore": "/build\n.venv/\n*.log\n**/node_modules/**\n",
+            "src/a.py": "needle\n",
+            "build/lib/a.py": "needle\n",
+            "build/out.log": "needle\n",
+            ".venv/lib/python3.11/site-packages/pkg/mod.py": "needle\n",
+            ".venv/lib/python3.11/site-packages/pkg/node_modules/x.js": "needle\n",
+        },
+    )
+    acts = await make_activities(ws, sandbox=mode)
+    assert paths(await grep(acts)) == ["src/a.py"]
+    assert paths(await grep(acts, path="build")) == ["build/lib/a.py"]
+    assert paths(await grep(acts, cwd="build")) == ["lib/a.py"]
+    assert paths(await grep(acts, path=".venv/lib")) == [
+        ".venv/lib/python3.11/site-packages/pkg/mod.py"
+    ]
+    assert paths(await grep(acts, cwd=".venv", path="lib/python3.11")) == [
+        "lib/python3.11/site-packages/pkg/mod.py"
+    ]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_case_insensitive_alternation_matches(tmp_path, make_activities, mode):
+    """``(?i:e.x|ex)`` matches ``e-x`` (rg 14.1.0 missed it: upstream #2884)."""
+    ws = write_tree(tmp_path / "ws", {"a.txt": "e-x\nE-X\nnothing\n"})
+    acts = await make_activities(ws, sandbox=mode)
+    result = await ActivityEnvironment().run(acts.grep, GrepRequest(pattern="(?i:e.x|ex)"))
+    assert [(m.line_number, m.line) for m in result.matches] == [(1, "e-x"), (2, "E-X")]

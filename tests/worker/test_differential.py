@@ -1,6 +1,12 @@
-"""The project checks itself against rg (issue 38): glob and grep through a real worker
-process and Temporal, on a real-shaped repository, give exactly what rg gives run the seed's
-way — in the search root, every ignore file from there up to the workspace root applied.
+"""The project checks itself against rg run another way (issues 38, 46): glob and grep
+through a real worker process and Temporal, on real-shaped repositories, give exactly what
+rg (15 or later) gives run *in the workspace root* with the search root as its path
+argument — every ignore file from the root down applied beneath the search root, the
+search root itself searched even where one hides it. The worker runs rg in the search root:
+rg 14 applied the parent directories' ignore files wrongly there (and so did a reference
+that ran rg the worker's way). Where the search root is not hidden, two more answers that
+share no rg run with the worker must agree: the files a walk from the root sees, and, in
+trees with ``.gitignore`` files only, git's own ignore engine.
 
 The cases are the call shapes agents make: the whole workspace, ``path`` and ``cwd`` below
 the root (into packages, a nested repository, an ignored build directory named explicitly,
@@ -11,11 +17,7 @@ order (glob: oldest first), every match's path, line number and whole line.
 
 from __future__ import annotations
 
-import base64
-import json
-import os
-import posixpath
-import subprocess
+import asyncio
 import uuid
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,8 @@ import pytest
 from temporalio.worker import Worker
 
 from fs_search.activities.rg._fork_child import landlock_abi
-from fs_search.activities.workspace import VCS_DIRS
+from tests import rg_reference as ref
+from tests.monorepo_shapes import SHAPES, directories, git_ignores, git_visible
 from tests.procs import WorkerProcess
 from tests.real_repo import real_shaped_repo
 from tests.workflows_under_test import Calls, CallsWorkflow, Options
@@ -56,72 +59,6 @@ GREPS: list[dict[str, Any]] = [
 GLOBS = ["**/*", "*.log", "**/*.ts", "src/**"]
 
 
-def _rg(rg_bin: str, argv: list[str], cwd: Path) -> bytes:
-    done = subprocess.run(
-        [rg_bin, "--no-config", "--no-ignore-global", *argv],
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        env={"PATH": "/usr/bin:/bin"},
-        timeout=60,
-        check=False,
-    )
-    # rg exits 2 when a filter left no file to search at all: an empty answer.
-    nothing = done.returncode == 2 and done.stderr.startswith(b"rg: No files were searched")
-    assert done.returncode in (0, 1) or nothing, done.stderr
-    return done.stdout
-
-
-def _text(field: dict[str, str]) -> str:
-    if "text" in field:
-        return field["text"]
-    return base64.b64decode(field["bytes"]).decode("utf-8", "replace")
-
-
-def _shown(prefix: str | None, rel: str) -> str:
-    rel = rel.removeprefix("./")
-    if not prefix:
-        return rel
-    norm = posixpath.normpath(prefix)
-    return rel if norm == "." else f"{norm}/{rel}"
-
-
-def _search_root(ws: Path, cwd: str | None, path: str | None) -> Path:
-    return ws / (cwd or ".") / (path or ".")
-
-
-def rg_grep(rg_bin: str, ws: Path, cwd, path, pattern, include=None) -> list[tuple[str, int, str]]:
-    """What rg gives in the search root (ignore files from there up: nothing above the
-    workspace holds any), shown as the contract shows it."""
-    vcs = [f"--glob=!{d}" for d in VCS_DIRS]
-    argv = ["--json", "--hidden", *([f"--glob={include}"] if include else []), *vcs]
-    root = _search_root(ws, cwd, path)
-    if root.is_file():  # a file target: rg in its directory, the file named
-        out = _rg(rg_bin, [*argv, "-e", pattern, "--", root.name], root.parent)
-    else:
-        out = _rg(rg_bin, [*argv, "-e", pattern], root)
-    found = []
-    for line in out.splitlines():
-        message = json.loads(line)
-        if message["type"] != "match":
-            continue
-        data = message["data"]
-        text = _text(data["lines"]).removesuffix("\n").removesuffix("\r")
-        shown = posixpath.normpath(path) if root.is_file() else _shown(path, _text(data["path"]))
-        found.append((shown, data["line_number"], text))
-    return sorted(found, key=lambda m: (m[0].split("/"), m[1]))
-
-
-def rg_glob(rg_bin: str, ws: Path, cwd, path, pattern) -> list[str]:
-    vcs = [f"--glob=!{d}" for d in VCS_DIRS]
-    argv = ["--files", "--null", "--sort=modified", "--no-ignore", "--hidden"]
-    out = _rg(rg_bin, [*argv, f"--glob={pattern}", *vcs], _search_root(ws, cwd, path))
-    names = [os.fsdecode(n) for n in out.split(b"\0") if n]
-    return [
-        _shown(path, n.encode("utf-8", "surrogateescape").decode("utf-8", "replace")) for n in names
-    ]
-
-
 def _cases(ws: Path) -> list[tuple[str | None, str, dict[str, Any]]]:
     cases: list[tuple[str | None, str, dict[str, Any]]] = []
     for cwd, path in [*PATHS, (None, str(ws / "packages/web")), ("packages", str(ws / "vendor"))]:
@@ -134,17 +71,15 @@ def _cases(ws: Path) -> list[tuple[str | None, str, dict[str, Any]]]:
     return cases
 
 
-@pytest.mark.parametrize(
-    "sandbox",
-    [
-        pytest.param(
-            "auto",
-            id="landlock",
-            marks=pytest.mark.skipif(landlock_abi() == 0, reason="no Landlock"),
-        ),
-        pytest.param("off", id="off"),
-    ],
-)
+SANDBOXES = [
+    pytest.param(
+        "auto", id="landlock", marks=pytest.mark.skipif(landlock_abi() == 0, reason="no Landlock")
+    ),
+    pytest.param("off", id="off"),
+]
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
 async def test_glob_and_grep_give_what_rg_gives_from_anywhere(dev_env, tmp_path, rg_bin, sandbox):
     ws = real_shaped_repo(tmp_path / "ws")
     for above in Path(ws).parents:
@@ -187,11 +122,11 @@ async def test_glob_and_grep_give_what_rg_gives_from_anywhere(dev_env, tmp_path,
         path = args.get("path")
         if tool == "grep":
             ours = [(m.path, m.line_number, m.line) for m in result.result.matches]
-            want = rg_grep(rg_bin, ws, cwd, path, args["pattern"], args.get("include"))
+            want = ref.grep_from_root(rg_bin, ws, cwd, path, args["pattern"], args.get("include"))
             assert ours == want, (cwd, args)
             assert result.result.total == len(want)
         else:
-            want_paths = rg_glob(rg_bin, ws, cwd, path, args["pattern"])
+            want_paths = ref.glob_from_root(rg_bin, ws, cwd, path, args["pattern"])
             assert result.result.paths == want_paths, (cwd, args)
         checked += 1
     assert checked == len(cases) > 150
@@ -205,3 +140,114 @@ async def test_glob_and_grep_give_what_rg_gives_from_anywhere(dev_env, tmp_path,
     shown = {m.path for m in web.result.matches}
     assert "packages/web/debug.log" in shown
     assert not any("node_modules" in p or "/dist/" in p or p.endswith(".md") for p in shown)
+
+
+# Per shape, the include globs agents pass (a name glob and one anchored at the search root).
+INCLUDES = {"pnpm": ["*.ts", "src/**"], "cargo": ["*.rs", "src/**"], "python": ["*.py", "src/**"]}
+
+
+def _shape_cases(name: str, ws: Path) -> list[tuple[str | None, str, dict[str, Any]]]:
+    """Every directory as a search root three ways (``path``, ``cwd``, ``cwd`` + ``path``),
+    with and without ``include``; globs at some; a file in an ignored directory."""
+    cases: list[tuple[str | None, str, dict[str, Any]]] = [(None, "grep", {"pattern": "needle"})]
+    includes = INCLUDES[name]
+    dirs = directories(ws)
+    for i, d in enumerate(dirs):
+        parent, _, base = d.rpartition("/")
+        cases.append((None, "grep", {"pattern": "needle", "path": d}))
+        cases.append((d, "grep", {"pattern": "needle"}))
+        if parent:
+            cases.append((parent, "grep", {"pattern": "needle", "path": base}))
+        include = includes[i % len(includes)]
+        cases.append((None, "grep", {"pattern": "needle", "path": d, "include": include}))
+        if i % 4 == 0:
+            cases.append((None, "glob", {"pattern": "**/*", "path": d}))
+    cases.append((None, "grep", {"pattern": "needle", "path": f"./{dirs[-1]}/"}))
+    cases.append((None, "grep", {"pattern": "needle", "path": str(ws / dirs[-1])}))
+    return cases
+
+
+async def _run_cases(dev_env, ws: Path, sandbox: str, cases) -> dict[int, Any]:
+    address = dev_env.client.service_client.config.target_host
+    wsid = f"shape-{uuid.uuid4().hex[:8]}"
+    worker = WorkerProcess(
+        ws,
+        address,
+        wsid,
+        env={"FS_SEARCH_SANDBOX": sandbox},
+        args=("--no-sample-over-cap-glob-results",),
+    )
+    by_cwd: dict[str | None, list[int]] = {}
+    for i, (cwd, _, _) in enumerate(cases):
+        by_cwd.setdefault(cwd, []).append(i)
+    results: dict[int, Any] = {}
+    try:
+        queue = f"shape-caller-{uuid.uuid4()}"
+        async with Worker(dev_env.client, task_queue=queue, workflows=[CallsWorkflow]):
+            # A few cwds at once: the worker runs calls concurrently, as an agent's do.
+            limit = asyncio.Semaphore(4)
+
+            async def one(cwd: str | None, indexes: list[int]) -> None:
+                async with limit:
+                    got = await dev_env.client.execute_workflow(
+                        CallsWorkflow.run,
+                        Calls(
+                            options=Options(
+                                workspace_id=wsid, cwd=cwd, spill=False, timeout_ms=60_000
+                            ),
+                            calls=[(cases[i][1], cases[i][2]) for i in indexes],
+                        ),
+                        id=f"shape-{uuid.uuid4()}",
+                        task_queue=queue,
+                    )
+                results.update(zip(indexes, got, strict=True))
+
+            await asyncio.gather(*(one(cwd, indexes) for cwd, indexes in by_cwd.items()))
+    finally:
+        worker.terminate()
+    return results
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+async def test_monorepo_shapes_below_the_root_agree_with_three_references(
+    dev_env, tmp_path, rg_bin, shape, sandbox
+):
+    """pnpm, cargo and Python monorepos, every directory a search root: the answer is rg's
+    from the workspace root with that path; where the search root is not hidden, the files
+    are those a walk from the root sees beneath it, and (``.gitignore`` only) those git's
+    engine leaves visible."""
+    built = SHAPES[shape](tmp_path / shape)
+    ws = built.root
+    cases = _shape_cases(shape, ws)
+    results = await _run_cases(dev_env, ws, sandbox, cases)
+    walked = ref.visible_from_root(rg_bin, ws)
+    by_git = git_visible(ws) if built.gitignore_only else None
+    hidden_roots = searched_hidden = 0
+    for i, (cwd, tool, args) in enumerate(cases):
+        result = results[i]
+        assert not result.is_error, (cwd, tool, args, result.text)
+        path = args.get("path")
+        if tool == "glob":
+            assert result.result.paths == ref.glob_from_root(rg_bin, ws, cwd, path, args["pattern"])
+            continue
+        ours = [(m.path, m.line_number, m.line) for m in result.result.matches]
+        assert ours == ref.grep_from_root(rg_bin, ws, cwd, path, "needle", args.get("include")), (
+            cwd,
+            args,
+        )
+        if args.get("include"):
+            continue
+        root = ref.search_root(ws, cwd, path)
+        if root != "." and git_ignores(ws, root):
+            # Named explicitly: searched although hidden (what lies beneath it may still be
+            # hidden by a pattern such as **/node_modules/**).
+            hidden_roots += 1
+            searched_hidden += bool(ours)
+            continue
+        under = "" if root == "." else root + "/"
+        files = ref.files_of(ours, ws, cwd, path)
+        assert files == {f for f in walked if f.startswith(under)}, (cwd, args)
+        if by_git is not None:
+            assert files == {f for f in by_git if f.startswith(under)}, (cwd, args)
+    assert hidden_roots >= 3 and searched_hidden >= 1 and len(cases) > 100
