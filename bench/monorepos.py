@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import contextlib
 import json
 import os
@@ -56,17 +55,12 @@ from temporalio.client import Client
 from fs_search.worker._devstack import DevServer
 from fs_search.workflows import FsSearchClient, FsSearchPlugin
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the references in tests/
+from tests import rg_reference as ref  # noqa: E402
+from tests.monorepo_shapes import GIT_ENV, VCS, git_ignores, git_visible  # noqa: E402
+
 NEEDLE = "fsneedle"
-VCS = (".git", ".svn", ".hg", ".bzr", ".jj", ".sl")
 CAP = 100  # the default glob_max_results: pages are compared at it
-GIT_ENV = {
-    "PATH": "/usr/bin:/bin",
-    "HOME": "/nonexistent",
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_CONFIG_GLOBAL": "/dev/null",
-    "LC_ALL": "C",
-}
-VCS_PART = re.compile(r"/(?:" + "|".join(re.escape(d) for d in VCS) + r")/")
 MANIFESTS = ("package.json", "Cargo.toml", "pyproject.toml", "setup.py", "__init__.py")
 
 
@@ -243,133 +237,6 @@ def needle_everywhere(ws: Path, rng: random.Random) -> None:
 # --- references ------------------------------------------------------------------------
 
 
-def _glob_escape(text: str) -> str:
-    return re.sub(r"([*?\[\]{}\\!])", r"\\\1", text)
-
-
-def anchored(glob: str, root: str) -> str:
-    """``glob`` (matched relative to the search root) for rg run in the workspace root."""
-    if "/" not in glob.rstrip("/") or root == ".":
-        return glob
-    return f"{_glob_escape(root)}/{glob.lstrip('/')}"
-
-
-def run_rg(rg: str, argv: list[str], cwd: Path) -> bytes:
-    done = subprocess.run(
-        [rg, "--no-config", "--no-ignore-global", *argv],
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        env={"PATH": "/usr/bin:/bin"},
-        timeout=120,
-        check=False,
-    )
-    if done.returncode not in (0, 1) and not done.stderr.startswith(b"rg: No files were searched"):
-        raise RuntimeError(f"reference rg failed ({done.returncode}): {done.stderr[:300]!r}")
-    return done.stdout
-
-
-def _text(field: dict[str, str]) -> str:
-    if "text" in field:
-        return field["text"]
-    return base64.b64decode(field["bytes"]).decode("utf-8", "replace")
-
-
-def shown(path_arg: str | None, under: str) -> str:
-    """The contract's display path: the normalised ``path`` joined with the path under the
-    search root."""
-    if not path_arg:
-        return under
-    norm = posixpath.normpath(path_arg)
-    return under if norm == "." else f"{norm}/{under}"
-
-
-def rg_grep(rg: str, ws: Path, root: str, path_arg: str | None, include: str | None) -> list:
-    """rg in the workspace root, the search root (``root``, relative) as its path argument."""
-    argv = ["--json", "--hidden", *(f"--glob=!{d}" for d in VCS)]
-    if include:
-        argv.insert(2, f"--glob={anchored(include, root)}")
-    target = ws / root
-    file_target = target.is_file()
-    out = run_rg(rg, [*argv, "-e", NEEDLE, "--", root], ws)
-    found = []
-    for line in out.splitlines():
-        message = json.loads(line)
-        if message["type"] != "match":
-            continue
-        data = message["data"]
-        rel = _text(data["path"]).removeprefix("./")
-        if file_target:
-            display = posixpath.normpath(path_arg or root)
-        else:
-            under = rel if root == "." else rel[len(root) + 1 :]
-            display = shown(path_arg, under)
-        text = _text(data["lines"]).removesuffix("\n").removesuffix("\r")
-        found.append((display, data["line_number"], text))
-    return sorted(found, key=lambda m: (m[0].split("/"), m[1]))
-
-
-def rg_glob(rg: str, ws: Path, root: str, path_arg: str | None, pattern: str) -> list[str]:
-    argv = ["--files", "--null", "--sort=modified", "--no-ignore", "--hidden"]
-    argv += [f"--glob={anchored(pattern, root)}", *(f"--glob=!{d}" for d in VCS)]
-    out = run_rg(rg, [*argv, "--", root], ws)
-    names = [os.fsdecode(n).removeprefix("./") for n in out.split(b"\0") if n]
-    cut = 0 if root == "." else len(root) + 1
-    return [
-        shown(path_arg, n[cut:].encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
-        for n in names
-    ]
-
-
-def git_visible(ws: Path) -> set[str]:
-    """Files git's ignore rules leave visible in ``ws`` (relative), nested repositories
-    asked themselves; symlinks and files with a NUL byte (rg skips them) left out."""
-    out: set[str] = set()
-
-    def walk(repo: Path, prefix: str) -> None:
-        listed = subprocess.run(
-            ["git", "-C", str(repo), "ls-files", "-z", "--others", "--exclude-standard"],
-            check=True,
-            capture_output=True,
-            env=GIT_ENV,
-        ).stdout
-        for raw in listed.split(b"\0"):
-            if not raw:
-                continue
-            name = os.fsdecode(raw)
-            full = repo / name
-            if name.endswith("/") and (full / ".git").exists():  # a nested repository
-                walk(full, prefix + name)
-                continue
-            if full.is_symlink() or not full.is_file():
-                continue
-            if b"\0" in full.read_bytes() or VCS_PART.search("/" + prefix + name):
-                continue  # rg skips binary files; VCS directories are never searched
-            out.add(lossy(prefix + name))
-
-    walk(ws, "")
-    return out
-
-
-def lossy(name: str) -> str:
-    """A file system name as the contract shows it (undecodable bytes as U+FFFD)."""
-    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-
-
-def git_ignored(ws: Path, rel: str) -> bool:
-    """Whether git hides the directory ``rel`` (or one of its parents)."""
-    parts = rel.split("/")
-    for i in range(1, len(parts) + 1):
-        done = subprocess.run(
-            ["git", "-C", str(ws), "check-ignore", "-q", "/".join(parts[:i]) + "/"],
-            env=GIT_ENV,
-            check=False,
-        )
-        if done.returncode == 0:
-            return True
-    return False
-
-
 def allocation(paths: list[str], cap: int) -> tuple[list[str], bool]:
     """SPEC §3's sampled page of the mtime-ordered ``paths`` (relative to the search root),
     written out plainly: (page, sampled)."""
@@ -456,7 +323,7 @@ def cases(ws: Path, roots: list[str], ignored_roots: list[str], rng: random.Rand
     includes = ["*.rs", "*.ts", "*.py", "*.js", "*.md", "src/**", "**/*.json"]
     for root in roots:
         parent, _, base = root.rpartition("/")
-        kind = "ignored-root" if git_ignored(ws, root) else "grep-below"
+        kind = "ignored-root" if git_ignores(ws, root) else "grep-below"
         out.append(Case(kind, "grep", None, {"pattern": NEEDLE, "path": root}, root))
         out.append(Case(kind, "grep", root, {"pattern": NEEDLE}, root))
         if parent:
@@ -539,7 +406,7 @@ def judge(case: Case, result: Any, ws: Path, rg: str, visible: set[str] | None) 
     path_arg = case.args.get("path")
     if case.tool == "grep":
         ours = [(m.path, m.line_number, m.line) for m in result.result.matches]
-        want = rg_grep(rg, ws, case.root, path_arg, case.args.get("include"))
+        want = ref.grep_from_root(rg, ws, case.cwd, path_arg, NEEDLE, case.args.get("include"))
         if ours != want:
             extra = sorted({m[0] for m in ours} - {m[0] for m in want})
             missing = sorted({m[0] for m in want} - {m[0] for m in ours})
@@ -551,10 +418,7 @@ def judge(case: Case, result: Any, ws: Path, rg: str, visible: set[str] | None) 
         if visible is not None and case.kind != "ignored-root" and not case.args.get("include"):
             under = "" if case.root == "." else case.root + "/"
             oracle = {f for f in visible if f.startswith(under)}
-            got = {
-                (under + m[0][len(path_arg.rstrip("/")) + 1 :] if path_arg else under + m[0])
-                for m in ours
-            }
+            got = ref.files_of(ours, ws, case.cwd, path_arg)
             if got != oracle:
                 return Outcome(
                     case,
@@ -562,7 +426,7 @@ def judge(case: Case, result: Any, ws: Path, rg: str, visible: set[str] | None) 
                     f"git: rg shows {sorted(got - oracle)[:4]}, git shows {sorted(oracle - got)[:4]}",
                 )
         return Outcome(case, True)
-    listing = rg_glob(rg, ws, case.root, path_arg, case.args["pattern"])
+    listing = ref.glob_from_root(rg, ws, case.cwd, path_arg, case.args["pattern"])
     if not case.spill:
         ok = result.result.paths == listing
         return Outcome(case, ok, "" if ok else "listing differs")
@@ -572,7 +436,7 @@ def judge(case: Case, result: Any, ws: Path, rg: str, visible: set[str] | None) 
     norm = posixpath.normpath(path_arg) if path_arg else "."
     rel = [p if norm == "." else p[len(norm) + 1 :] for p in listing]
     page, sampled = allocation(rel, CAP)
-    want = [shown(path_arg, p) for p in page]
+    want = [ref.shown(path_arg, p) for p in page]
     ok = result.result.paths == want and result.result.sampled == sampled
     if ok:
         return Outcome(case, True)

@@ -262,8 +262,9 @@ def directories(root: Path) -> list[str]:
 
 def git_visible(root: Path) -> set[str]:
     """The files git's own ignore engine leaves visible (relative; each nested repository
-    asked itself, as its own rules replace the outer ``.gitignore``), VCS directories left
-    out, names shown lossily as the contract shows them."""
+    asked itself, as its own rules replace the outer ``.gitignore``), left out what rg never
+    searches (VCS directories, links, binary files), names shown lossily as the contract
+    shows them."""
     out: set[str] = set()
 
     def walk(repo: Path, prefix: str) -> None:
@@ -275,9 +276,12 @@ def git_visible(root: Path) -> set[str]:
         ).stdout
         for raw in filter(None, listed.split(b"\0")):
             name = os.fsdecode(raw)
-            if name.endswith("/") and (repo / name / ".git").exists():
-                walk(repo / name, prefix + name)
-            elif not any(part in VCS for part in name.split("/")):
+            full = repo / name
+            if name.endswith("/") and (full / ".git").exists():
+                walk(full, prefix + name)
+            elif any(part in VCS for part in name.split("/")) or full.is_symlink():
+                continue  # never searched; rg does not follow links it walks
+            elif full.is_file() and b"\0" not in full.read_bytes():  # rg skips binary files
                 shown = (prefix + name).encode("utf-8", "surrogateescape")
                 out.add(shown.decode("utf-8", "replace"))
 
