@@ -740,7 +740,8 @@ class Fleet:
             if changes.rescan:
                 self._lost_events(changes.overflows)
             if changes.names:
-                await self._vet(changes.names)
+                # Entries that are links are vetted too: their target may be what changed.
+                await self._vet(changes.names | self._links)
         if self._rescan_wanted and time.monotonic() >= self._rescan_not_before:
             self._rescan_wanted = False
             await self.scan()

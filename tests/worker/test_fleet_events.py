@@ -16,6 +16,7 @@ import statistics
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -276,7 +277,7 @@ async def test_workspaces_appear_and_vanish_from_their_events(dev_env, tmp_path)
         await _until(lambda: "alias" in fleet.attached, 30)
         shutil.rmtree(root / wid)
         await _until(lambda: wid not in fleet.attached, 30)
-        await _until(lambda: "alias" not in fleet.attached, 30)  # its link's target went too
+        await _until(lambda: "alias" not in fleet.attached, 30)  # its link's target went
         assert "escape" not in fleet.attached and "escape" in fleet._warned
         assert fleet.scans == 1  # all from events
 
@@ -324,11 +325,14 @@ async def test_a_call_naming_a_workspace_not_attached_yet_attaches_it(dev_env, t
         os.symlink(".", root / "itself")
         caplog.clear()
         refused = {}
-        for name in ("absent", "file.txt", ".dot", "escape", "itself", "bad name", "..", "-x"):
+        for name in ("absent", "file.txt", "escape", "itself"):
             started = time.monotonic()
             result = await FsSearchClient(dev_env.client, name, host=fleet.host_id).glob("**")
             refused[name] = (result, time.monotonic() - started)
+        # Not an id (refused by the caller's side too): never looked up under the root.
+        invalid = [await fleet.attach_now(name) for name in (".dot", "..", "bad name", "-x", "")]
         assert set(fleet.attached) == {"present", "fresh", "alias"}
+    assert invalid == [None] * 5
     assert [m.line for m in fresh.result.matches] == ["hello fresh"], fresh.text
     assert [m.line for m in alias.result.matches] == ["hello fresh"], alias.text
     print(f"first call on a fresh workspace: {fresh_s * 1000:.0f} ms")
@@ -336,8 +340,17 @@ async def test_a_call_naming_a_workspace_not_attached_yet_attaches_it(dev_env, t
         assert result.is_error and result.error.code == ErrorCode.SEARCH_FAILED, (name, result)
         assert "not served on host" in result.text and CANARY not in result.text, result.text
         assert seconds < 5, (name, seconds)
-    loud = [r for r in caplog.records if r.levelno >= logging.WARNING or r.exc_info]
-    loud = [r for r in loud if "skipping 'escape'" not in r.getMessage()]  # the root's own
+    # The log at its default level (INFO): no warning, no traceback (the SDK logs a benign
+    # failure at DEBUG).
+    loud = [
+        r
+        for r in caplog.records
+        if r.levelno >= logging.INFO and (r.exc_info or r.levelno >= logging.WARNING)
+    ]
+    # What the root holds is reported once per entry, as a scan does (not per call).
+    loud = [
+        r for r in loud if not r.getMessage().startswith(("skipping 'escape'", "skipping 'itself'"))
+    ]
     assert not loud, [(r.levelname, r.getMessage()) for r in loud]
 
 
@@ -436,23 +449,50 @@ async def test_an_entry_exchanged_with_a_link_outside_as_calls_attach_it(dev_env
     assert len(served) >= 5, f"only {len(served)} of {len(answers)} answers were served"
 
 
-# Creates and removes ``count`` directories in ``root`` (every ``keep``-th kept), paced to
+# Creates ``count`` directories in ``root`` and removes them (every ``keep``-th kept), by
+# batches of 100 (each lives a moment: long enough to be vetted, even attached), paced to
 # finish in ``seconds``: two events each.
 FLOODER = """
 import os, sys, time
 root, count, seconds, keep = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
 started = time.monotonic()
-for i in range(count):
-    path = os.path.join(root, f"flood-{i}")
-    os.mkdir(path)
-    if i % keep:
-        os.rmdir(path)
-    if i % 200 == 0:
-        ahead = started + seconds * i / count - time.monotonic()
-        if ahead > 0:
-            time.sleep(ahead)
+for first in range(0, count, 100):
+    batch = [os.path.join(root, f"flood-{i}") for i in range(first, min(first + 100, count))]
+    for path in batch:
+        os.mkdir(path)
+    ahead = started + seconds * (first + 50) / count - time.monotonic()
+    if ahead > 0:
+        time.sleep(ahead)
+    for i, path in enumerate(batch, first):
+        if i % keep:
+            os.rmdir(path)
+    ahead = started + seconds * (first + 100) / count - time.monotonic()
+    if ahead > 0:
+        time.sleep(ahead)
 print(time.monotonic() - started)
 """
+
+
+def _memory_dir(tmp_path: Path) -> Path:
+    """A directory in memory (/dev/shm) when there is one: on a disk shared with other work,
+    100,000 directory operations can take minutes by themselves."""
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK):
+        made = Path(tempfile.mkdtemp(prefix="fs-search-test-", dir=shm))
+        os.symlink(made, tmp_path / "in-memory")  # found (and listed) beside the test's files
+        _MADE.append(made)
+        return made
+    return tmp_path
+
+
+_MADE: list[Path] = []
+
+
+@pytest.fixture(autouse=True)
+def _remove_memory_dirs():
+    yield
+    while _MADE:
+        shutil.rmtree(_MADE.pop(), ignore_errors=True)
 
 
 async def test_a_flood_of_events_neither_grows_nor_delays_searches(dev_env, tmp_path):
@@ -461,7 +501,7 @@ async def test_a_flood_of_events_neither_grows_nor_delays_searches(dev_env, tmp_
     median within 3x its own before the flood), what the fleet keeps stays bounded (names
     pending, attaches under way, entries known, the process's memory), and afterwards the
     fleet holds exactly what the root holds."""
-    root = tmp_path / "root"
+    root = _memory_dir(tmp_path) / "root"
     write_tree(root / "quiet", {"q.txt": "quiet needle\n"})
     count, keep = 50_000, 5_000
     async with _fleet(dev_env, root, tmp_path / "spill", scan_interval=0.5) as (fleet, _):
