@@ -515,7 +515,7 @@ COLUMNS = (
     ("server RSS MB", "server_rss_mb", "{:,.0f}"),
     ("server CPU %", "server_cpu_pct", "{:.1f}"),
     ("worker RSS MB", "worker_rss_mb", "{:,.0f}"),
-    ("worker CPU %", "worker_cpu_pct", "{:.1f}"),
+    ("worker CPU %", "worker_cpu_pct", "{:.2f}"),
     ("polls/min", "polls_per_min", "{:,.0f}"),
     ("refused/min", "refused_per_min", "{:,.0f}"),
     ("call p50 ms", "call_p50_ms", "{:,.0f}"),
