@@ -377,11 +377,13 @@ async def test_a_directory_swapped_for_a_link_after_its_vetting_is_not_attached(
     write_tree(outside, {"canary.txt": f"{CANARY} words\n"})
     os.symlink(outside, root / ".swap")
     vet = fleet_module.vet_entry
+    swapped = []
 
     def vet_then_swap(held, name):
         found = vet(held, name)
-        if name == "victim" and isinstance(found, fleet_module.Entry):
+        if name == "victim" and isinstance(found, fleet_module.Entry) and not swapped:
             _exchange(root, "victim", ".swap")
+            swapped.append(found)
         return found
 
     monkeypatch.setattr(fleet_module, "vet_entry", vet_then_swap)
@@ -390,10 +392,10 @@ async def test_a_directory_swapped_for_a_link_after_its_vetting_is_not_attached(
         write_tree(root / "victim", {"own.txt": "own words\n"})
         client = FsSearchClient(dev_env.client, "victim", host=fleet.host_id)
         if by == "event":
-            await _until(lambda: "victim" in fleet._present, 30)
+            await _until(lambda: bool(swapped), 30)
             await _until(lambda: not fleet._attaching, 30)
         answer = await client.grep("words")
-        assert "victim" not in fleet.attached
+        assert swapped and "victim" not in fleet.attached
     assert CANARY not in answer.text, answer.text
     assert answer.is_error and answer.error.code == ErrorCode.SEARCH_FAILED, answer.text
 
