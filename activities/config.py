@@ -146,6 +146,10 @@ class FsSearchConfig(StorageSettings):
     # Which queues a --workspaces-root worker polls: one per workspace (default), the
     # host's one queue fs-search-host/<host-id> (requests name their workspace), or both.
     queues: Literal["workspace", "host", "both"] = "workspace"
+    # How a --workspaces-root worker learns of workspaces appearing or vanishing: auto =
+    # filesystem events (inotify), plus a scan at --scan-interval on a network filesystem;
+    # on = events alone; off = a scan at --scan-interval only (worker/_root_events.py).
+    root_events: Literal["auto", "on", "off"] = "auto"
     # Also serve the fs_search Nexus service's handler on this task queue (an endpoint's
     # target), for callers in other namespaces (docs/serving-other-namespaces.md). None: not served.
     nexus_queue: str | None = Field(None, min_length=1, pattern=r"^\S(.*\S)?$")

@@ -30,15 +30,18 @@ BENIGN_CODES = frozenset(
 class SearchError(Exception):
     """A contract failure: a code from :class:`ErrorCode` and a message for the model."""
 
-    def __init__(self, code: ErrorCode, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str, *, benign: bool | None = None) -> None:
         message = capped(message)  # what it echoes (a pattern, rg's words) is cut to fit
         super().__init__(message)
         self.code = code
         self.message = message
+        # An expected refusal the worker need not report (default: the code's own kind).
+        self.benign = code in BENIGN_CODES if benign is None else benign
 
     def to_application_error(self) -> ApplicationError:
         """The non-retryable ApplicationError this failure crosses Temporal as: of category
-        BENIGN when the model's input caused it (:data:`BENIGN_CODES`)."""
+        BENIGN when the model's input caused it (:data:`BENIGN_CODES`) or it is another
+        expected refusal (``benign``)."""
         # Imported here: the pure modules (and the digest helper process) stay light.
         from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
@@ -49,7 +52,7 @@ class SearchError(Exception):
             non_retryable=True,
             category=(
                 ApplicationErrorCategory.BENIGN
-                if self.code in BENIGN_CODES
+                if self.benign
                 else ApplicationErrorCategory.UNSPECIFIED
             ),
         )

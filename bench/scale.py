@@ -1,4 +1,5 @@
-"""The Temporal server's cost of N idle workspaces, per-workspace queues vs one host queue.
+"""The Temporal server's cost of N idle workspaces, per-workspace queues vs one host queue,
+and of many hosts on one namespace.
 
 Run as ``bench/scale [--workspaces 100,1000,3000] [--modes workspace,host] [--quick]``. For
 each N and mode: a fresh Temporal dev server (in memory, its own ports, default limits unless
@@ -10,6 +11,13 @@ PollActivityTaskQueue requests (its Prometheus ``service_requests`` counter, fro
 namespace ``default``) and the ones it refused (``*resource_exhausted*``); then ``--calls``
 greps through the project's one-call workflow (``fs_search.Call``: ``FsSearchTools`` with
 ``host=`` in host mode) give a call's latency. Everything is stopped by pid.
+
+Many hosts (``--hosts H``, host mode): H worker processes on the one server, each its own
+root of N workspaces and its own host id ``bench-host-<i>`` (H x N workspaces in all, the
+roots under ``--roots-in``, /dev/shm by default); the worker columns are then the median and
+the largest over the H workers, and the calls go to workspaces spread over every host.
+``--worker-code DIR`` runs the workers on another checkout's code (``DIR`` holding
+``activities/``, ``workflows/`` and ``worker/``: say, main's, for a before/after).
 """
 
 from __future__ import annotations
@@ -57,11 +65,16 @@ class Row:
 
     mode: str
     workspaces: int
+    hosts: int = 1
     server_rss_mb: float | None = None
     server_peak_mb: float | None = None
     server_cpu_pct: float | None = None
+    # With many hosts: the median over the workers, the largest, and their sum.
     worker_rss_mb: float | None = None
     worker_cpu_pct: float | None = None
+    worker_rss_max_mb: float | None = None
+    worker_cpu_max_pct: float | None = None
+    workers_cpu_pct: float | None = None
     polls_per_min: float | None = None
     refused_per_min: float | None = None
     loaded_partitions: float | None = None
@@ -245,18 +258,39 @@ class LogWatch:
         return " | ".join(line.decode(errors="replace") for line in self.tail)[-1500:]
 
 
-def start_worker(address: str, root: Path, mode: str, tmp: Path) -> ManagedProcess:
-    """One ``fs-search worker --workspaces-root`` process."""
+def start_worker(
+    address: str,
+    root: Path,
+    mode: str,
+    tmp: Path,
+    host_id: str = HOST_ID,
+    code: Path | None = None,
+) -> ManagedProcess:
+    """One ``fs-search worker --workspaces-root`` process (``code``: run that checkout's)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FS_SEARCH_", "OTEL_"))}
     env["FS_SEARCH_SPILL_URL"] = f"file://{tmp}/spill"
     # Skip the per-attach DescribeTaskQueue check (10/s): 3,000 would take 5 min to attach.
     env["FS_SEARCH_ALLOW_SHARED_QUEUE"] = "1"
+    if code is not None:
+        env["PYTHONPATH"] = str(code_path(code, tmp))
     argv = [sys.executable, "-c", "from fs_search.worker.cli import run; run()", "worker"]
-    argv += ["--workspaces-root", str(root), "--queues", mode, "--host-id", HOST_ID]
+    argv += ["--workspaces-root", str(root), "--queues", mode, "--host-id", host_id]
     argv += ["--address", address, "--sample-over-cap-glob-results"]
-    worker = ManagedProcess(argv, log_path=tmp / f"worker-{mode}.log", env=env)
+    worker = ManagedProcess(argv, log_path=tmp / f"worker-{mode}-{host_id}.log", env=env)
     worker.start()
     return worker
+
+
+def code_path(code: Path, tmp: Path) -> Path:
+    """A directory to put first on PYTHONPATH so ``fs_search.*`` imports ``code``'s modules
+    (the editable install's finder comes after it)."""
+    top = tmp / "code"
+    package = top / "fs_search"
+    if not package.exists():
+        package.mkdir(parents=True)
+        for part in ("activities", "workflows", "worker"):
+            os.symlink((code / part).resolve(), package / part)
+    return top
 
 
 def make_root(root: Path, n: int) -> None:
@@ -269,6 +303,10 @@ def make_root(root: Path, n: int) -> None:
             (ws / "notes.txt").write_text("alpha needle beta\n")
     for extra in sorted(root.iterdir())[n:]:
         shutil.rmtree(extra)
+
+
+def host_id(i: int) -> str:
+    return f"{HOST_ID}-{i:03d}"
 
 
 def workspace_id(i: int) -> str:
@@ -287,6 +325,8 @@ class Opts:
     attach_timeout: float
     max_server_bytes: int
     dynamic_config: list[str]
+    hosts: int = 1
+    code: Path | None = None
 
 
 @dataclass
@@ -294,16 +334,23 @@ class Running:
     """The processes of a row, watched for memory and liveness."""
 
     server: MetricsDevServer
-    worker: ManagedProcess
-    log: LogWatch
+    workers: list[ManagedProcess]
+    logs: list[LogWatch]
     opts: Opts
     row: Row
 
+    @property
+    def attached(self) -> int:
+        """Attaches logged by the worker that logged fewest."""
+        return min(log.attached for log in self.logs)
+
     def check(self) -> None:
-        self.log.update()
-        self.row.worker_exhausted_lines = self.log.exhausted
-        if not self.worker.running():
-            raise RowAborted(f"the worker exited: {self.log.last()}")
+        for log in self.logs:
+            log.update()
+        self.row.worker_exhausted_lines = sum(log.exhausted for log in self.logs)
+        for worker, log in zip(self.workers, self.logs, strict=True):
+            if not worker.running():
+                raise RowAborted(f"a worker exited: {log.last()}")
         if not self.server.process.running():
             raise RowAborted("the dev server exited")
         rss = rss_bytes(self.server.pid)
@@ -323,12 +370,13 @@ async def wait_attached(run: Running, n: int, started: float) -> None:
     deadline = started + run.opts.attach_timeout
     while True:
         run.check()
-        if run.log.attached >= n:
+        if run.attached >= n:
             run.row.attach_s = time.monotonic() - started
             return
         if time.monotonic() > deadline:
             raise RowAborted(
-                f"{run.log.attached} of {n} attached in {run.opts.attach_timeout:.0f} s"
+                f"{run.attached} of {n} attached (the slowest worker) in "
+                f"{run.opts.attach_timeout:.0f} s"
             )
         await asyncio.sleep(0.2)
 
@@ -337,11 +385,15 @@ async def idle_window(run: Running) -> None:
     """RSS, CPU and polls of the server and the worker over ``opts.idle`` seconds, no calls."""
     port = run.server.metrics_port
     before = await asyncio.to_thread(Counters.read, port)
-    server, worker = CpuMark(run.server.pid), CpuMark(run.worker.pid or 0)
+    server = CpuMark(run.server.pid)
+    workers = [CpuMark(w.pid or 0) for w in run.workers]
     started = time.monotonic()
     await run.sleep(run.opts.idle)
     row = run.row
-    row.server_cpu_pct, row.worker_cpu_pct = server.percent(), worker.percent()
+    row.server_cpu_pct = server.percent()
+    cpu = [w.percent() for w in workers]
+    row.worker_cpu_pct, row.worker_cpu_max_pct = statistics.median(cpu), max(cpu)
+    row.workers_cpu_pct = sum(cpu)
     after = await asyncio.to_thread(Counters.read, port)
     minutes = (time.monotonic() - started) / 60
     row.idle_s = minutes * 60
@@ -350,7 +402,8 @@ async def idle_window(run: Running) -> None:
     row.loaded_partitions = after.loaded_partitions
     row.server_rss_mb = rss_bytes(run.server.pid) / MB
     row.server_peak_mb = max(row.server_peak_mb or 0, peak_bytes(run.server.pid) / MB)
-    row.worker_rss_mb = rss_bytes(run.worker.pid or 0) / MB
+    rss = [rss_bytes(w.pid or 0) / MB for w in run.workers]
+    row.worker_rss_mb, row.worker_rss_max_mb = statistics.median(rss), max(rss)
 
 
 async def one_call(
@@ -395,15 +448,20 @@ async def measure_calls(run: Running, address: str, mode: str, n: int) -> None:
     """One warm-up, then ``opts.calls`` greps on workspaces spread over the N."""
     client = await Client.connect(address, plugins=[FsSearchPlugin()], runtime=quiet_runtime())
     queue = f"scale-bench-{uuid.uuid4().hex[:6]}"
-    host = HOST_ID if mode == "host" else None
     count = run.opts.calls
-    targets = [workspace_id(n - 1)] + [workspace_id(i * n // count) for i in range(count)]
+    hosts = run.opts.hosts
+    # (workspace, host index): the last workspace of the last host, then spread over both.
+    targets = [(n - 1, hosts - 1)] + [(i * n // count, i * hosts // count) for i in range(count)]
     times: list[float] = []
     async with Worker(client, task_queue=queue, workflows=[FsSearchCallWorkflow]):
-        for i, target in enumerate(targets):
+        for i, (target, on) in enumerate(targets):
             run.check()
+            host = None if mode != "host" else HOST_ID if hosts == 1 else host_id(on)
             call = CallInput(
-                workspace_id=target, tool="grep", arguments={"pattern": "needle"}, host=host
+                workspace_id=workspace_id(target),
+                tool="grep",
+                arguments={"pattern": "needle"},
+                host=host,
             )
             elapsed, failure = await one_call(client, queue, call, run.opts.call_timeout)
             if failure:
@@ -417,16 +475,20 @@ async def measure_calls(run: Running, address: str, mode: str, n: int) -> None:
     row.call_worst_ms = max(times) * 1000
 
 
-async def run_row(mode: str, n: int, root: Path, tmp: Path, opts: Opts) -> Row:
-    """Server, worker, attach, idle window, calls, stop; whatever was measured is kept."""
-    row = Row(mode, n)
+async def run_row(mode: str, n: int, roots: list[Path], tmp: Path, opts: Opts) -> Row:
+    """Server, workers (one per root), attach, idle window, calls, stop; whatever was
+    measured is kept."""
+    row = Row(mode, n, hosts=len(roots))
     server = MetricsDevServer(tmp / f"temporal-{mode}-{n}.log", opts.dynamic_config)
     await server.start()
-    worker: ManagedProcess | None = None
+    workers: list[ManagedProcess] = []
     try:
         started = time.monotonic()
-        worker = start_worker(server.address, root, mode, tmp)
-        run = Running(server, worker, LogWatch(worker.log_path or tmp / "none"), opts, row)
+        for i, root in enumerate(roots):
+            host = HOST_ID if len(roots) == 1 else host_id(i)
+            workers.append(start_worker(server.address, root, mode, tmp, host, opts.code))
+        logs = [LogWatch(w.log_path or tmp / "none") for w in workers]
+        run = Running(server, workers, logs, opts, row)
         await wait_attached(run, n, started)
         say(f"{mode} {n}: attached in {row.attach_s:.1f} s; settling {opts.settle:.0f} s")
         await run.sleep(opts.settle)
@@ -439,7 +501,7 @@ async def run_row(mode: str, n: int, root: Path, tmp: Path, opts: Opts) -> Row:
         row.server_log_tail = tail_of(server.process.log_path, 5)
         say(f"{mode} {n}: aborted: {row.aborted}")
     finally:
-        if worker is not None:
+        for worker in workers:
             worker.stop(timeout=30)
         server.stop()
     return row
@@ -453,7 +515,7 @@ COLUMNS = (
     ("server RSS MB", "server_rss_mb", "{:,.0f}"),
     ("server CPU %", "server_cpu_pct", "{:.1f}"),
     ("worker RSS MB", "worker_rss_mb", "{:,.0f}"),
-    ("worker CPU %", "worker_cpu_pct", "{:.1f}"),
+    ("worker CPU %", "worker_cpu_pct", "{:.2f}"),
     ("polls/min", "polls_per_min", "{:,.0f}"),
     ("refused/min", "refused_per_min", "{:,.0f}"),
     ("call p50 ms", "call_p50_ms", "{:,.0f}"),
@@ -470,11 +532,46 @@ def _cell(row: Row, key: str, fmt: str) -> str:
     return "—" if value is None else fmt.format(value)
 
 
+# Many hosts: H workers of N workspaces each (worker columns: median / largest, and the sum).
+HOSTS_COLUMNS = (
+    ("hosts x N", "hosts", "{}"),
+    ("workspaces", "total", "{:,}"),
+    ("server RSS MB", "server_rss_mb", "{:,.0f}"),
+    ("server CPU %", "server_cpu_pct", "{:.1f}"),
+    ("polls/min", "polls_per_min", "{:,.0f}"),
+    ("refused/min", "refused_per_min", "{:,.0f}"),
+    ("worker CPU % median / max", "worker_cpu", "{}"),
+    ("all workers CPU %", "workers_cpu_pct", "{:.1f}"),
+    ("worker RSS MB median / max", "worker_rss", "{}"),
+    ("call p50 ms", "call_p50_ms", "{:,.0f}"),
+    ("worst ms", "call_worst_ms", "{:,.0f}"),
+    ("failed calls", "failed_calls", "{}"),
+    ("attach s", "attach_s", "{:.1f}"),
+)
+
+
+def _hosts_cell(row: Row, key: str, fmt: str) -> str:
+    if key == "hosts":
+        return f"{row.hosts} x {row.workspaces:,}"
+    if key == "total":
+        return f"{row.hosts * row.workspaces:,}"
+    if key == "worker_cpu" and row.worker_cpu_pct is not None:
+        return f"{row.worker_cpu_pct:.2f} / {row.worker_cpu_max_pct:.2f}"
+    if key == "worker_rss" and row.worker_rss_mb is not None:
+        return f"{row.worker_rss_mb:,.0f} / {row.worker_rss_max_mb:,.0f}"
+    if key in ("worker_cpu", "worker_rss"):
+        return "—"
+    return _cell(row, key, fmt)
+
+
 def table(rows: list[Row]) -> str:
-    lines = ["| " + " | ".join(title for title, _, _ in COLUMNS) + " |"]
-    lines.append("|" + "---|" * len(COLUMNS))
+    many = any(row.hosts > 1 for row in rows)
+    columns = HOSTS_COLUMNS if many else COLUMNS
+    cell = _hosts_cell if many else _cell
+    lines = ["| " + " | ".join(title for title, _, _ in columns) + " |"]
+    lines.append("|" + "---|" * len(columns))
     for row in rows:
-        lines.append("| " + " | ".join(_cell(row, k, f) for _, k, f in COLUMNS) + " |")
+        lines.append("| " + " | ".join(cell(row, k, f) for _, k, f in columns) + " |")
     return "\n".join(lines)
 
 
@@ -494,10 +591,11 @@ def notes(rows: list[Row]) -> list[str]:
 
 
 def header(opts: Opts, argv: list[str]) -> str:
+    code = f", worker code {opts.code}" if opts.code else ""
     return (
         f"fs-search scale benchmark ({' '.join(argv) or 'defaults'}): {os.cpu_count()} cores, "
         f"load {os.getloadavg()[0]:.2f}, idle window {opts.idle:.0f} s after {opts.settle:.0f} s, "
-        f"dynamic config {opts.dynamic_config or 'default'}"
+        f"dynamic config {opts.dynamic_config or 'default'}{code}"
     )
 
 
@@ -530,6 +628,23 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         metavar="KEY=VALUE",
         help="a dev-server dynamic config value (e.g. frontend.namespaceCount=10000)",
     )
+    p.add_argument(
+        "--hosts",
+        type=int,
+        default=1,
+        help="host workers on the one server, each its own root of N workspaces (host mode)",
+    )
+    p.add_argument(
+        "--roots-in",
+        type=Path,
+        help="where the workspace roots are made (default /dev/shm when there, else a temp dir)",
+    )
+    p.add_argument(
+        "--worker-code",
+        type=Path,
+        help="run the workers on this checkout's code (a directory holding activities/, "
+        "workflows/ and worker/)",
+    )
     p.add_argument("--json", action="store_true", help="print the rows as JSON on stdout")
     p.add_argument("--save", type=Path, help="also write the rows as JSON to this file")
     p.add_argument("--keep", action="store_true", help="keep the temp dir (server/worker logs)")
@@ -538,6 +653,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if not modes or set(modes) - {"workspace", "host"}:
         p.error("--modes takes workspace and/or host")
     args.mode_list = modes
+    if args.hosts < 1:
+        p.error("--hosts takes a positive count")
+    if args.hosts > 1 and modes != ["host"]:
+        p.error("--hosts runs host workers: add --modes host")
+    if args.worker_code and not (args.worker_code / "worker" / "_fleet.py").is_file():
+        p.error("--worker-code takes a checkout (a directory holding worker/_fleet.py)")
     default = "100,1000" if args.quick else "100,1000,3000"
     args.sizes = [int(x) for x in (args.workspaces or default).split(",") if x]
     if not args.sizes or min(args.sizes) < 1:
@@ -551,26 +672,35 @@ def options(args: argparse.Namespace) -> Opts:
         idle=args.idle if args.idle is not None else (65 if args.quick else 120),
         calls=args.calls,
         call_timeout=args.call_timeout,
-        attach_timeout=120 + max(args.sizes) * 0.1,
+        attach_timeout=120 + max(args.sizes) * 0.1 + 10 * args.hosts,
         max_server_bytes=int(args.max_server_gb * 1024 * MB),
         dynamic_config=args.dynamic_config,
+        hosts=args.hosts,
+        code=args.worker_code,
     )
 
 
 async def run_all(args: argparse.Namespace, opts: Opts, head: str) -> list[Row]:
     """Every row; with ``--save`` the file is rewritten after each (a crash keeps the rest)."""
     tmp = Path(tempfile.mkdtemp(prefix="fs-search-scale-bench-"))
+    where = args.roots_in or (Path("/dev/shm") if os.access("/dev/shm", os.W_OK) else tmp)
+    roots_dir = Path(tempfile.mkdtemp(prefix="fs-search-scale-roots-", dir=where))
     rows: list[Row] = []
     started = time.monotonic()
     try:
         for n in args.sizes:
-            make_root(tmp / "root", n)
+            roots = [roots_dir / f"root-{i:03d}" for i in range(opts.hosts)]
+            made = time.monotonic()
+            for root in roots:
+                make_root(root, n)
+            say(f"{opts.hosts} x {n:,} workspaces made in {time.monotonic() - made:.1f} s")
             for mode in args.mode_list:
-                rows.append(await run_row(mode, n, tmp / "root", tmp, opts))
+                rows.append(await run_row(mode, n, roots, tmp, opts))
                 say(table(rows[-1:]).splitlines()[-1])
                 if args.save:
                     save(args.save, payload(head, rows, time.monotonic() - started))
     finally:
+        shutil.rmtree(roots_dir, ignore_errors=True)
         if args.keep:
             say(f"logs kept in {tmp}")
         else:

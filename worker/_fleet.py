@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import re
 import resource
@@ -28,7 +29,7 @@ import stat
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
@@ -65,11 +66,27 @@ from fs_search.worker._queue_owner import (
     host_id_from_env,
     identity_for,
 )
+from fs_search.worker._root_events import (
+    EVENTS_MODES,
+    EventsMode,
+    EventsUnavailable,
+    RootEvents,
+    filesystem_type,
+    plan,
+)
 
 log = logging.getLogger(__name__)
 
 WORKSPACE_ID = re.compile(ID_SYNTAX)
 DEFAULT_SCAN_INTERVAL_S = 2.0
+# With filesystem events, a full scan of the root this often at least (a backstop: events
+# tell of every change of the root's own entries; this catches anything they could not).
+BACKSTOP_S = 300.0
+# A rescan asked for by lost events waits this long after the last scan at least, and four
+# times as long as that scan took: a flood of events cannot keep the worker scanning.
+RESCAN_GAP_S = 1.0
+# How long a host-queue call naming a workspace not attached yet waits for its attach.
+ON_THE_SPOT_WAIT_S = 10.0
 # A refused workspace is checked again after max(when the other host's poller would stop
 # looking live, RETRY_MIN_S doubling per refusal), at most RETRY_MAX_S later.
 RETRY_MIN_S = 10.0
@@ -111,29 +128,49 @@ def scan_root(root: str | HeldRoot) -> Scan:
     finally:
         os.close(listing)
     for name in names:
-        if name.startswith("."):
-            continue
-        if not WORKSPACE_ID.fullmatch(name):
-            scan.skipped[name] = "not a valid workspace id ([A-Za-z0-9][A-Za-z0-9._-]{0,127})"
-            continue
-        try:
-            found = root.resolve(name)
-        except Outside:
-            scan.skipped[name] = "a symlink that leads outside the workspaces root"
-            continue
-        except (Unresolvable, Missing):
-            continue  # a loop, a dangling link, or gone while we looked
-        try:
-            if not stat.S_ISDIR(found.st.st_mode):
-                continue
-            if not found.parts:
-                scan.skipped[name] = "a symlink to the workspaces root itself"
-                continue
-            scan.found[name] = os.path.join(root.path, *found.parts)
-            scan.identities[name] = (found.st.st_dev, found.st.st_ino)
-        finally:
-            found.close()
+        found = vet_entry(root, name)
+        if isinstance(found, Entry):
+            scan.found[name] = found.path
+            scan.identities[name] = found.identity
+        elif found is not None:
+            scan.skipped[name] = found
     return scan
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A root entry that is a workspace: the real path and ``(st_dev, st_ino)`` of the
+    directory it names."""
+
+    path: str
+    identity: Identity
+
+
+def vet_entry(root: HeldRoot, name: str) -> Entry | str | None:
+    """What the root's entry ``name`` is, by the scan's rules: a workspace (:class:`Entry`),
+    a name to skip with a warning (why, as a string), or nothing to mention (None: a
+    dot-name, gone, not a directory, a loop or a dangling link).
+
+    The entry is resolved beneath the held root: a symlink is followed inside the root only
+    (a link out of it, or to the root itself, is skipped; nothing outside is looked up)."""
+    if name.startswith("."):
+        return None
+    if not WORKSPACE_ID.fullmatch(name):
+        return "not a valid workspace id ([A-Za-z0-9][A-Za-z0-9._-]{0,127})"
+    try:
+        found = root.resolve(name)
+    except Outside:
+        return "a symlink that leads outside the workspaces root"
+    except (Unresolvable, Missing):
+        return None  # a loop, a dangling link, or gone while we looked
+    try:
+        if not stat.S_ISDIR(found.st.st_mode):
+            return None
+        if not found.parts:
+            return "a symlink to the workspaces root itself"
+        return Entry(os.path.join(root.path, *found.parts), (found.st.st_dev, found.st.st_ino))
+    finally:
+        found.close()
 
 
 def _may_be_a_directory(entry: os.DirEntry[str]) -> bool:
@@ -167,6 +204,14 @@ class _Refused:
     retry_at: float
 
 
+@dataclass
+class _Attaching:
+    """An attach under way: its task and the entry it attaches."""
+
+    task: asyncio.Task[None]
+    entry: Entry
+
+
 class Fleet:
     """The workers of every workspace under ``root``, sharing ``services``.
 
@@ -175,12 +220,17 @@ class Fleet:
         services: what the workspaces share (``build_services(..., workspaces_root=True)``:
             its capacity plan sizes each workspace's share).
         root: the workspaces root directory.
-        scan_interval: seconds between scans of the root.
+        scan_interval: seconds between scans of the root when it is scanned (no events, or
+            a network filesystem); with events, the period of the cheap checks (entries that
+            are links, refusals due again), the full backstop scan every
+            ``max(scan_interval, BACKSTOP_S)``.
         host_id: this host (default ``FS_SEARCH_HOST_ID`` or the host name).
         owners: who checks a queue's pollers (default: a QueueOwners on ``host_id``).
         queues: ``workspace`` (default): one queue per workspace; ``host``: the host's one
             queue ``fs-search-host/<host-id>``, every request naming its workspace;
             ``both``: all of them (a migration).
+        events: how changes under the root are learnt (default the config's
+            ``root_events``): ``auto``, ``on`` or ``off`` (see ``worker/_root_events.py``).
     """
 
     def __init__(
@@ -193,6 +243,7 @@ class Fleet:
         host_id: str | None = None,
         owners: QueueOwners | None = None,
         queues: QueueMode = "workspace",
+        events: EventsMode | None = None,
     ) -> None:
         if queues not in QUEUE_MODES:
             raise ValueError(f"queues must be one of {', '.join(QUEUE_MODES)} (got {queues!r})")
@@ -230,15 +281,35 @@ class Fleet:
         self._root: HeldRoot | None = None
         # Workspaces another host's worker polls: not attached, checked again later.
         self.refused: dict[str, _Refused] = {}
-        self._attaching: dict[str, asyncio.Task[None]] = {}
-        self._latest = Scan()
+        self._attaching: dict[str, _Attaching] = {}
+        # What each root entry that is a workspace names, as last vetted (by a scan, an
+        # event, or a call on the host queue); entries that are links, apart (vetted again at
+        # every tick: their targets change without an event on the root).
+        self._present: dict[str, Entry] = {}
+        self._links: set[str] = set()
+        # Names vetted one by one while a full scan runs: their answer is newer than its.
+        self._touched: set[str] | None = None
+        self.events_mode: EventsMode = events or services.config.root_events
+        if self.events_mode not in EVENTS_MODES:
+            raise ValueError(f"events must be one of {', '.join(EVENTS_MODES)}")
+        self._events: RootEvents | None = None
+        self._watch_decided = False
+        self._poll = True  # scan at every tick (no events, or events that miss changes)
+        self._last_scan = -math.inf
+        self._rescan_wanted = False
+        self._rescan_not_before = -math.inf
+        self._overflow_logged = -math.inf
+        self._overflows = 0
+        self.scans = 0  # full scans of the root so far
         self._draining: set[asyncio.Task[None]] = set()
         self._stopping: dict[str, asyncio.Task[None]] = {}
         self._warned: set[str] = set()
         self._check_failing = False
         self.identity = identity_for(self.host_id)
         # A workspace holds at most its share of the host queue's calls.
-        self.router = HostRouter(self.host_id, self._served, share=capacity.host_share)
+        self.router = HostRouter(
+            self.host_id, self._served, share=capacity.host_share, attach=self.attach_now
+        )
         self.owners = owners or QueueOwners(client, self.host_id)
         self.allow_shared = config.allow_shared_queue
         meter = metrics.get_meter(INSTRUMENTATION)
@@ -261,48 +332,160 @@ class Fleet:
     def _observe_refused(self, _options: CallbackOptions) -> Iterable[Observation]:
         yield Observation(len(self.refused))
 
+    @property
+    def workspaces_attached(self) -> int:
+        """Workspaces this process serves now."""
+        return len(self.attached)
+
+    def _open_root(self) -> HeldRoot:
+        if self._root is None:
+            self._root = HeldRoot(self.root)
+        return self._root
+
     async def scan(self) -> None:
-        """Attach new workspaces, detach vanished (or re-pointed) ones.
+        """Look at every entry of the root: attach new workspaces, detach vanished (or
+        re-pointed) ones.
 
         New workspaces are checked in the background (rate-limited) and attached as each
         check passes; a refused one is checked again once its retry time has come.
         """
+        self._touched = set()
         try:
-            if self._root is None:
-                self._root = HeldRoot(self.root)
-            scan = await asyncio.to_thread(scan_root, self._root)
+            root = self._open_root()
+            started = time.monotonic()
+            scan = await asyncio.to_thread(scan_root, root)
         except OSError as e:
             log.warning("cannot scan the workspaces root %s: %s", escaped(self.root), e)
             return
-        self._latest = scan
+        finally:
+            touched, self._touched = self._touched, None
+        now = time.monotonic()
+        self.scans += 1
+        self._last_scan = now
+        self._rescan_not_before = now + max(RESCAN_GAP_S, 4 * (now - started))
+        present = {n: Entry(p, scan.identities[n]) for n, p in scan.found.items()}
+        for name in touched:
+            if name in self._present:
+                present[name] = self._present[name]
+            else:
+                present.pop(name, None)
+        self._present = present
+        self._links = {n for n, e in present.items() if _is_link(root, n, e)}
+        self._warned &= set(scan.skipped) | touched
         for name, reason in scan.skipped.items():
-            if name not in self._warned:
-                self._warned.add(name)
-                log.warning("skipping %r under %s: %s", name, escaped(self.root), reason)
-        self._warned &= set(scan.skipped)
-        for workspace_id, attached in list(self.attached.items()):
-            path = scan.found.get(workspace_id)
-            if path is None:
-                self.detach(workspace_id)
-            elif path != attached.path or scan.identities[workspace_id] != attached.holds():
+            if name not in touched:
+                self._warn_skipped(name, reason)
+        for name in set(self.attached) | set(present) | set(self.refused) | set(self._attaching):
+            self._reconcile(name, now)
+
+    async def _vet(self, names: Iterable[str]) -> None:
+        """Look at these entries of the root again (what events named)."""
+        root = self._root
+        if root is None:
+            return
+        wanted = list(names)
+        try:
+            found = await asyncio.to_thread(lambda: {n: vet_entry(root, n) for n in wanted})
+        except OSError as e:
+            log.warning("cannot look under the workspaces root %s: %s", escaped(self.root), e)
+            self._rescan_wanted = True
+            return
+        self._apply(found)
+
+    def _apply(self, found: dict[str, Entry | str | None]) -> None:
+        """What vetting found for these names: record it, then attach or detach each."""
+        now = time.monotonic()
+        assert self._root is not None
+        for name, entry in found.items():
+            if self._touched is not None:
+                self._touched.add(name)
+            if isinstance(entry, Entry):
+                self._present[name] = entry
+                if _is_link(self._root, name, entry):
+                    self._links.add(name)
+                else:
+                    self._links.discard(name)
+            else:
+                self._present.pop(name, None)
+                self._links.discard(name)
+            if isinstance(entry, str):
+                self._warn_skipped(name, entry)
+            else:
+                self._warned.discard(name)
+            self._reconcile(name, now)
+
+    def _warn_skipped(self, name: str, reason: str) -> None:
+        if name not in self._warned:
+            self._warned.add(name)
+            log.warning("skipping %r under %s: %s", name, escaped(self.root), reason)
+
+    def _reconcile(self, name: str, now: float) -> None:
+        """Make ``name`` attached as its last vetting says: detach it if it is gone or names
+        another directory, cancel an attach of what it no longer names, attach what it names
+        (unless refused until later)."""
+        present = self._present.get(name)
+        attached = self.attached.get(name)
+        if attached is not None:
+            if (
+                present is not None
+                and present.path == attached.path
+                and present.identity == attached.holds()
+            ):
+                return
+            if present is not None:
                 log.info(
                     "workspace %s now names another directory (%s): attaching that one",
-                    workspace_id,
-                    escaped(path),
+                    name,
+                    escaped(present.path),
                 )
-                self.detach(workspace_id)
-        for workspace_id in [w for w in self.refused if w not in scan.found]:
-            del self.refused[workspace_id]
-        now = time.monotonic()
-        for workspace_id, path in scan.found.items():
-            if workspace_id in self.attached or workspace_id in self._attaching:
-                continue
-            refused = self.refused.get(workspace_id)
-            if refused and now < refused.retry_at:
-                continue
-            identity = scan.identities[workspace_id]
-            task = asyncio.create_task(self._attach_scanned(workspace_id, path, identity))
-            self._attaching[workspace_id] = task
+            self.detach(name)
+        attaching = self._attaching.get(name)
+        if attaching is not None:
+            if attaching.entry == present:
+                return
+            del self._attaching[name]
+            attaching.task.cancel()
+        if present is None:
+            self.refused.pop(name, None)
+            return
+        refused = self.refused.get(name)
+        if refused and now < refused.retry_at:
+            return
+        task = asyncio.create_task(self._attach_present(name, present))
+        self._attaching[name] = _Attaching(task, present)
+
+    async def _attach_present(self, workspace_id: str, entry: Entry) -> None:
+        def wanted() -> bool:
+            # Attach only what the entry still names as last vetted.
+            return self._present.get(workspace_id) == entry
+
+        try:
+            await self._attach(workspace_id, entry.path, entry.identity, wanted=wanted)
+        finally:
+            current = self._attaching.get(workspace_id)
+            if current is not None and current.task is asyncio.current_task():
+                del self._attaching[workspace_id]
+
+    async def attach_now(self, workspace_id: str) -> SearchActivities | None:
+        """The host queue's lookup of a workspace not attached (yet): its entry under the
+        root is vetted on the spot as a scan would (a valid id, a directory beneath the held
+        root, not a link out of it, vetted again by its held handle when attached) and
+        attached; None when there is no such workspace (or another host's worker polls its
+        queue, or its attach did not finish within ``ON_THE_SPOT_WAIT_S``)."""
+        served = self._served(workspace_id)
+        if served is not None or self._root is None or self._root.fd < 0:
+            return served
+        if not WORKSPACE_ID.fullmatch(workspace_id):
+            return None
+        if workspace_id not in self._attaching:
+            self._apply({workspace_id: vet_entry(self._root, workspace_id)})
+        deadline = time.monotonic() + ON_THE_SPOT_WAIT_S
+        while (attaching := self._attaching.get(workspace_id)) is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            await asyncio.wait({attaching.task}, timeout=left)
+        return self._served(workspace_id)
 
     async def _attach(
         self, workspace_id: str, path: str, identity: Identity, *, wanted: Callable[[], bool]
@@ -313,15 +496,15 @@ class Fleet:
         The entry is opened again beneath the root's held descriptor and attached only if it
         is still the directory the scan recorded (``identity``): whatever the entry names
         by the time the scan's answer is acted on (an exchange of names, a link swapped in)
-        is refused, and checked again by the next scan."""
+        is refused, and checked again once an event or a scan tells of its change."""
         if workspace_id in self.attached:
             return True
-        assert self._root is not None  # attaching follows a scan
+        assert self._root is not None  # attaching follows a vetting
         try:
             workspace = Workspace.entry(self._root, workspace_id, expected=identity)
         except Changed as e:
             log.info(
-                "not attaching workspace %s: %s; the next scan looks again",
+                "not attaching workspace %s: %s; its next event or scan looks again",
                 workspace_id,
                 escaped(e),
             )
@@ -334,8 +517,9 @@ class Fleet:
             workspace.close()
             log.warning("cannot attach workspace %s (%s): %s", workspace_id, escaped(path), e)
             return False
-        # Temporal allows one worker per queue and client: a detached one must be gone first.
-        previous = self._stopping.get(workspace_id)
+        # Temporal allows one worker per queue and client: a detached one must be gone first
+        # (the host queue's workspaces have no worker of their own).
+        previous = self._stopping.get(workspace_id) if self.queues != "host" else None
         try:
             if previous is not None:
                 await asyncio.wait({previous})
@@ -351,20 +535,6 @@ class Fleet:
             self._refuse(workspace_id, path, check)
             return False
         return self._start(workspace_id, path, activities)
-
-    async def _attach_scanned(self, workspace_id: str, path: str, identity: Identity) -> None:
-        def wanted() -> bool:
-            # Attach only what the latest scan still finds there.
-            latest = self._latest
-            return (
-                latest.found.get(workspace_id) == path
-                and latest.identities.get(workspace_id) == identity
-            )
-
-        try:
-            await self._attach(workspace_id, path, identity, wanted=wanted)
-        finally:
-            self._attaching.pop(workspace_id, None)
 
     async def _check(self, workspace_id: str) -> QueueCheck | None:
         """Who else polls the workspace's queue; None when sharing is allowed, or when only
@@ -468,7 +638,7 @@ class Fleet:
         task.add_done_callback(done)
 
     def _served(self, workspace_id: str) -> SearchActivities | None:
-        """The attached workspace of an id (the host queue's lookup)."""
+        """The attached workspace of an id (the host queue's first lookup)."""
         attached = self.attached.get(workspace_id)
         return attached.activities if attached is not None else None
 
@@ -501,20 +671,147 @@ class Fleet:
         log.info("serving host queue %s (every request names its workspace)", self.host_queue)
         return worker, asyncio.create_task(worker.run())
 
+    def _watch(self) -> None:
+        """Choose how changes under the root are learnt (once the root is open), and log it."""
+        if self._watch_decided or self._root is None or self._root.fd < 0:
+            return
+        self._watch_decided = True
+        root = self._root
+        fstype = filesystem_type(root.fd, root.path)
+        chosen = plan(self.events_mode, fstype)
+        where = escaped(root.path)
+        if not chosen.events:
+            log.info(
+                "scanning the workspaces root %s every %g s (%s)",
+                where,
+                self.scan_interval,
+                chosen.why,
+            )
+            return
+        try:
+            events = RootEvents.watch(root.fd)
+        except EventsUnavailable as e:
+            log.warning(
+                "no filesystem events for the workspaces root %s (%s): scanning it every %g s",
+                where,
+                e,
+                self.scan_interval,
+            )
+            return
+        events.start()
+        self._events = events
+        self._poll = chosen.poll
+        if chosen.poll:
+            log.warning(
+                "workspaces root %s on %s; scanning it every %g s as well as watching it",
+                where,
+                chosen.why,
+                self.scan_interval,
+            )
+        else:
+            log.info(
+                "watching the workspaces root %s for new and removed workspaces (%s); a full "
+                "rescan every %g s as a backstop",
+                where,
+                chosen.why,
+                self.backstop_s,
+            )
+
+    @property
+    def backstop_s(self) -> float:
+        """Seconds between full scans while events tell of every change."""
+        return max(self.scan_interval, BACKSTOP_S)
+
+    async def _take_events(self) -> None:
+        """Act on what the root's events told since last time."""
+        events = self._events
+        if events is not None:
+            changes = events.take()
+            if changes.lost is not None:
+                log.warning(
+                    "%s (%s): scanning it every %g s from now on",
+                    changes.lost,
+                    escaped(self.root),
+                    self.scan_interval,
+                )
+                events.close()
+                self._events = None
+                self._poll = self._rescan_wanted = True
+            if changes.rescan:
+                self._lost_events(changes.overflows)
+            if changes.names:
+                # Entries that are links are vetted too: their target may be what changed.
+                await self._vet(changes.names | self._links)
+        if self._rescan_wanted and time.monotonic() >= self._rescan_not_before:
+            self._rescan_wanted = False
+            await self.scan()
+
+    def _lost_events(self, overflows: int) -> None:
+        """Events were lost: a rescan, and a warning at most once a minute."""
+        self._rescan_wanted = True
+        self._overflows += overflows
+        now = time.monotonic()
+        if now - self._overflow_logged >= 60:
+            self._overflow_logged = now
+            log.warning(
+                "the workspaces root %s changed faster than its events are kept (%d kernel "
+                "queue overflows, fs.inotify.max_queued_events): rescanning it",
+                escaped(self.root),
+                self._overflows,
+            )
+            self._overflows = 0
+
+    async def tick(self) -> None:
+        """What the fleet does every ``scan_interval``: a full scan when it scans; with
+        events, the entries that are links vetted again (their targets change without an
+        event on the root), refused workspaces due for a new check, and a full scan every
+        ``backstop_s``."""
+        now = time.monotonic()
+        if self._root is None or self._poll or now - self._last_scan >= self.backstop_s:
+            await self.scan()
+            self._watch()
+            return
+        if self._links:
+            await self._vet(list(self._links))
+        for name in [n for n, r in self.refused.items() if r.retry_at <= now]:
+            self._reconcile(name, now)
+
     async def run(self, stop: asyncio.Event, on_ready: Callable[[], None] | None = None) -> None:
-        """Scan until ``stop`` is set, then drain every workspace and return."""
+        """Serve until ``stop`` is set, then drain every workspace and return."""
         if self.allow_shared:
             log.info("%s=1: task queues are not checked for other hosts", ALLOW_SHARED_ENV)
+        # Watching starts before the first scan: nothing created meanwhile is missed.
+        with contextlib.suppress(OSError):
+            self._open_root()
+        self._watch()
         await self.scan()
         host = await self._start_host_queue()
         if on_ready:
             on_ready()
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.scan_interval)
-            if not stop.is_set():
-                await self.scan()
-        attaching = list(self._attaching.values())
+        stopping = asyncio.ensure_future(stop.wait())
+        next_tick = time.monotonic() + self.scan_interval
+        try:
+            while not stopping.done():
+                waits: set[asyncio.Future[Any]] = {stopping}
+                if self._events is not None:
+                    waits.add(asyncio.ensure_future(self._events.changed.wait()))
+                wake = min(next_tick, self._rescan_not_before if self._rescan_wanted else next_tick)
+                await asyncio.wait(
+                    waits,
+                    timeout=max(0.0, wake - time.monotonic()),
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                for waiting in waits - {stopping}:
+                    waiting.cancel()
+                if stopping.done():
+                    break
+                await self._take_events()
+                if time.monotonic() >= next_tick:
+                    await self.tick()
+                    next_tick = time.monotonic() + self.scan_interval
+        finally:
+            stopping.cancel()
+        attaching = [a.task for a in self._attaching.values()]
         for task in attaching:
             task.cancel()
         await asyncio.gather(*attaching, return_exceptions=True)
@@ -526,8 +823,16 @@ class Fleet:
             self.detach(workspace_id)
         if self._draining:
             await asyncio.gather(*self._draining, return_exceptions=True)
+        if self._events is not None:
+            self._events.close()
+            self._events = None
         if self._root is not None:
             self._root.close()
+
+
+def _is_link(root: HeldRoot, name: str, entry: Entry) -> bool:
+    """Whether the entry reached its directory through a symlink (its path is not its own)."""
+    return entry.path != os.path.join(root.path, name)
 
 
 async def _stop(workspace_id: str, attached: _Attached, drain: float) -> None:

@@ -8,9 +8,12 @@ hands it to that workspace's own :class:`SearchActivities` — the same confinem
 root), spills keyed by it, its telemetry, and its key in the executor's running slots, so a
 flooding workspace waits its turn behind a quiet one on the same queue.
 
-A request naming a workspace this host has not attached fails at once, non-retryable
-SEARCH_FAILED naming the workspace and the host: retrying on the same host queue could only
-reach this same host.
+A request naming a workspace this host has not attached yet attaches it on the spot when it
+exists under the host's root (``attach``: the fleet vets the entry as its scan would), so a
+workspace created a moment before its first call is served. One naming no workspace of this
+host fails at once, non-retryable SEARCH_FAILED naming the workspace and the host (retrying
+on the same host queue could only reach this same host); an expected refusal, it is of
+category BENIGN: the SDK logs it at DEBUG, without a traceback.
 
 Fairness holds for held calls too (``share``): a workspace holds at most ``share`` glob and
 grep calls of the host queue at once. A poll cannot choose whose task it takes, so a call
@@ -30,7 +33,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 from temporalio import activity
@@ -60,6 +63,7 @@ from fs_search.activities.search import SearchActivities
 from fs_search.worker._return_spacing import ReturnSpacing, retried_by_server
 
 Lookup = Callable[[str], SearchActivities | None]
+Attach = Callable[[str], Awaitable[SearchActivities | None]]
 
 
 class HostRouter:
@@ -70,12 +74,22 @@ class HostRouter:
         lookup: the attached workspace of an id, or None.
         share: glob and grep calls one workspace may hold at once (None: no limit); a call
             beyond it is handed back to wait in Temporal (``WORKSPACE_BUSY``).
+        attach: for an id ``lookup`` does not know, attach it on the spot if it exists
+            (None: not served).
     """
 
-    def __init__(self, host_id: str, lookup: Lookup, *, share: int | None = None) -> None:
+    def __init__(
+        self,
+        host_id: str,
+        lookup: Lookup,
+        *,
+        share: int | None = None,
+        attach: Attach | None = None,
+    ) -> None:
         self.host_id = host_id
         self.queue = host_queue_for(host_id)
         self._lookup = lookup
+        self._attach = attach
         self.share = share
         self._held: collections.Counter[str] = collections.Counter()
         self._returns = ReturnSpacing()
@@ -178,12 +192,15 @@ class HostRouter:
                 f"a call on host queue {self.queue!r} must name its workspace (workspace_id)"
             )
         found = self._lookup(workspace_id)
+        if found is None and self._attach is not None:
+            found = await self._attach(workspace_id)
         if found is None:
             raise SearchError(
                 ErrorCode.SEARCH_FAILED,
                 f"workspace {workspace_id[:200]!r} is not served on host {self.host_id!r} "
                 f"(task queue {self.queue!r}): it is not attached here; check which host "
                 "holds it",
+                benign=True,
             )
         return found
 

@@ -98,12 +98,14 @@ async def _fleet(
     host_id: str | None = None,
     owners: QueueOwners | None = None,
     client: Client | None = None,
+    events: str | None = None,
     **settings,
 ) -> AsyncIterator[tuple[Fleet, str]]:
     """A Fleet over ``root`` (scanned every 0.2 s) and a workflow worker; yields its queue.
 
     ``client``: the fleet's client (default the dev server's; Temporal allows one worker per
-    queue and client, so a second "host" on the same queues needs its own)."""
+    queue and client, so a second "host" on the same queues needs its own); ``events``: how
+    the fleet learns of changes (default the config's: filesystem events)."""
     settings.setdefault("sample_over_cap_glob_results", False)
     config = FsSearchConfig.load(getenv=lambda _: None, overrides=settings)
     services = await build_services(config, storage=local_storage(spill), workspaces_root=True)
@@ -114,6 +116,7 @@ async def _fleet(
         scan_interval=scan_interval,
         host_id=host_id,
         owners=owners,
+        events=events,  # type: ignore[arg-type]
     )
     stop = asyncio.Event()
     queue = f"wf-{uuid.uuid4()}"
@@ -278,12 +281,16 @@ async def test_a_root_entry_swapped_for_a_link_outside_never_serves_its_target(d
     """`root/a` renamed away and replaced by a symlink to a directory outside the root: no
     search on fs-search/a ever reads what the link leads to, nor the directory moved away —
     before the next scan (the workspace's path names no vetted directory: it cannot be read)
-    nor after it (detached)."""
+    nor after it (detached). Scanned only (no events): with events the swap detaches it at
+    once (tests/worker/test_fleet_events.py)."""
     root, outside = tmp_path / "root", tmp_path / "outside"
     (wid,) = _ids("swap", 1)
     write_tree(root / wid, {"own.txt": "own words\n"})
     write_tree(outside, {"canary.txt": "the-canary-outside words\n"})
-    async with _fleet(dev_env, root, tmp_path / "spill", scan_interval=3600) as (fleet, queue):
+    async with _fleet(dev_env, root, tmp_path / "spill", scan_interval=3600, events="off") as (
+        fleet,
+        queue,
+    ):
         await _until(lambda: wid in fleet.attached, 30)
         assert (await _grep(dev_env, queue, wid, "words")).result.total == 1
         os.rename(root / wid, root / ".moved")

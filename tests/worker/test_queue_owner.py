@@ -258,17 +258,18 @@ class CountingOwners(QueueOwners):
         return await super().check(queue)
 
 
-def _count_scans(fleet):
-    """Count the fleet's scans from now on; returns the counter."""
+def _count_ticks(fleet):
+    """Count the fleet's ticks (a scan, or with events the cheap checks) from now on;
+    returns the counter."""
     count = 0
-    scan = fleet.scan
+    tick = fleet.tick
 
     async def counted():
         nonlocal count
         count += 1
-        await scan()
+        await tick()
 
-    fleet.scan = counted
+    fleet.tick = counted
     return lambda: count
 
 
@@ -296,9 +297,9 @@ async def test_a_second_host_is_refused_while_the_first_polls(dev_env, host_b, t
             _,
         ):
             await _until(lambda: wid in b.refused, 30)
-            scans = _count_scans(b)
+            ticks = _count_ticks(b)
             answers = await _calls(dev_env, wf_queue, [(wid, "grep", {"pattern": "served"})] * 4)
-            await _until(lambda: scans() >= 5)  # b scans every 0.2 s; the retry is 10 s away
+            await _until(lambda: ticks() >= 5)  # b ticks every 0.2 s; the retry is 10 s away
             assert wid not in b.attached
             assert (b.refused[wid].count, owners.calls) == (1, 1)
             assert b.identity not in await _pollers(dev_env.client, queue)

@@ -176,6 +176,7 @@ async def _fleet(dev_env, root: Path, storage: Storage, queues: str) -> AsyncIte
         scan_interval=3600,  # scanned by the test
         host_id=f"host-{uuid.uuid4().hex[:8]}",
         queues=queues,  # type: ignore[arg-type]
+        events="off",  # the scan alone tells of a change (events tell at once)
     )
     stop = asyncio.Event()
     running = asyncio.create_task(fleet.run(stop))

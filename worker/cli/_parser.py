@@ -177,8 +177,9 @@ def fleet_args(p: argparse.ArgumentParser) -> None:
         type=float,
         metavar="S",
         help=(
-            "with --workspaces-root: seconds between scans for new and removed workspaces "
-            "(default: the fleet's, 2)"
+            "with --workspaces-root: seconds between scans for new and removed workspaces where "
+            "the root is scanned (no filesystem events, or a network filesystem); with events, "
+            "between checks of the entries that are links (default: the fleet's, 2)"
         ),
     )
     p.add_argument(
