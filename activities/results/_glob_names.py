@@ -78,9 +78,11 @@ def listing(
 
 def _sampled(names: Names, total: int, cap: int) -> tuple[render.GlobPage, list[int]]:
     """The sampled page and where its names start: recursively balanced
-    (:mod:`._glob_sample`); in a listing with too many directories to count in its memory
-    budget, balanced between the top-level entries only (:func:`_top_level_sampled`). A
-    flat result (one path per top-level entry) is the head, not sampled."""
+    (:mod:`._glob_sample`); in a listing whose directories and names' index would cost
+    more than the sampler's memory budget (millions of names, or nearly one directory
+    per name), balanced between the top-level entries only (:func:`_top_level_sampled`),
+    as its footer says. A flat result (one path per top-level entry) is the head, not
+    sampled."""
     got = glob_sample.sample(names, total, cap)
     if got is None:
         return _top_level_sampled(names, total, cap)
@@ -132,6 +134,7 @@ def _top_level_sampled(names: Names, total: int, cap: int) -> tuple[render.GlobP
         sampled=True,
         groups_reached=len(members),
         groups_total=groups,
+        top_level_only=True,
     )
     return page, starts
 

@@ -9,26 +9,30 @@ a result concentrated in one deep subdirectory fills only that subdirectory's sh
 Linear in the result: one pass counts the names directly in each directory (a run of
 names in one directory at a time, name by name once runs turn out short), the directory
 tree is built from those counts, shares are handed out top-down, and each directory's
-taken names are found from its first one. Memory is the directories (bounded by a share
-of the output: a listing with nearly one directory per name returns None, and the caller
-balances the top-level entries only); so is the work of finding names far from their
-directory's first (a few scans of the listing in all, past which the same).
+taken names are found from its first one: inside its first run by stepping over names;
+past it, from every directory's names listed at once (:mod:`._glob_members`: one more
+pass and a sort, built the first time a directory needs names past its first run).
+Memory is the directories and, when built, about 12 bytes a name, within a share of the
+output: past it (a listing of millions of names, or with nearly one directory per name)
+:func:`sample` returns None and the caller balances the top-level entries only.
 """
 
 from __future__ import annotations
 
-import itertools
-import re
 from dataclasses import dataclass
+from importlib import import_module
+from typing import TYPE_CHECKING
 
 from fs_search.activities.results import _glob_tree as glob_tree
 from fs_search.activities.results._glob_tree import Names
 
-# What the directories may cost: a share of the output, at least _MIN_BUDGET.
+if TYPE_CHECKING:
+    from fs_search.activities.results._glob_members import Members
+
+# What the directories and the names' index may cost: a share of the output, at least
+# _MIN_BUDGET.
 _BUDGET = 3 / 4  # of the output's bytes
 _MIN_BUDGET = 8 << 20
-# How much of the listing finding directories' names may scan, in listing sizes.
-_SCANS = 4
 
 
 @dataclass(frozen=True)
@@ -51,10 +55,10 @@ class Sample:
 
 def sample(names: Names, total: int, cap: int) -> Sample | None:
     """The recursively balanced page of ``cap`` names out of ``total`` (> cap), or None
-    when the directories would cost more than the budget (a share of the output), or
-    finding their names more than ``_SCANS`` scans of the listing. A flat
-    listing (one name per top-level entry: ``entries == total``) has no starts: its page
-    is the head."""
+    when the directories, or the index of every name that finding directories' names
+    past their first runs needs, would cost more than the budget (a share of the
+    output). A flat listing (one name per top-level entry: ``entries == total``) has no
+    starts: its page is the head."""
     budget = max(_MIN_BUDGET, int(len(names) * _BUDGET))
     tree = glob_tree.count(names, budget)
     if tree is None or not tree.link(budget):
@@ -65,7 +69,7 @@ def sample(names: Names, total: int, cap: int) -> Sample | None:
         return Sample(starts=[], reached=0, entries=entries, directories=0)
     quota: dict[int, int] = {}  # directory -> names directly in it to take
     group: dict[int, int] = {}  # directory -> its top-level entry (a root kid)
-    picks = _Picks(names, tree)
+    picks = _Picks(names, tree, total=total, room=budget - tree.cost)
     pending = [(root, cap)]
     # The page: top-level entries in order of first appearance (a root file is one),
     # each entry's names in list order.
@@ -139,42 +143,46 @@ def _hand_out(tree: glob_tree.Tree, node: int, share: int, picks: _Picks) -> lis
 
 
 class _TooCostly(Exception):
-    """Finding directories' names scanned more of the listing than the work budget."""
+    """Finding directories' names would cost more memory than the budget."""
 
 
 class _Picks:
     """Where each directory's first direct names start, found once and remembered.
 
     A directory's first run gives its first names for a step over a NUL each; beyond it,
-    one regex scan of the listing from there. Scans stop being tried past ``_SCANS``
-    times the listing's size in all (a listing built so that many directories' files lie
-    far apart): the caller then falls back to the top-level sampling.
+    every directory's names are listed at once (:class:`Members`, built on the first such
+    need, within ``room`` bytes: past it :class:`_TooCostly`).
     """
 
-    def __init__(self, names: Names, tree: glob_tree.Tree) -> None:
+    def __init__(self, names: Names, tree: glob_tree.Tree, *, total: int, room: int) -> None:
         self.names = names
         self.tree = tree
+        self.total = total
+        self.room = room
         self.found: dict[int, list[int]] = {}
-        self.scanned = 0
-        self.limit = _SCANS * len(names)
+        self.members: Members | None = None
 
     def starts(self, node: int, n: int) -> list[int]:
         """Where the first ``n`` names directly in ``node`` start."""
         known = self.found.get(node, [])
         if n <= len(known) or n <= 0:
             return known[:n]
-        names, tree = self.names, self.tree
-        starts = known or [tree.first[node]]
-        # The first run's names follow one another.
-        while len(starts) < min(n, tree.run[node]):
-            starts.append(names.index(b"\0", starts[-1]) + 1)
-        if len(starts) < n:
-            if self.scanned > self.limit:
-                raise _TooCostly
-            after = names.index(b"\0", starts[-1])
-            pattern = re.compile(re.escape(b"\0" + tree.keys[node]) + rb"(?=[^\0/]*\0)")
-            more = (m.start() + 1 for m in pattern.finditer(names, after))
-            starts.extend(itertools.islice(more, n - len(starts)))
-            self.scanned += (starts[-1] if len(starts) == n else len(names)) - after
+        tree = self.tree
+        if n > tree.run[node]:
+            starts = self._members().first(node, n)
+        else:  # the first run's names follow one another
+            names = self.names
+            starts = known or [tree.first[node]]
+            while len(starts) < n:
+                starts.append(names.index(b"\0", starts[-1]) + 1)
         self.found[node] = starts
         return starts
+
+    def _members(self) -> Members:
+        if self.members is None:
+            # Loaded on first use: NumPy stays out of the light imports of results/.
+            members = import_module("fs_search.activities.results._glob_members")
+            if members.PER_NAME * self.total > self.room:
+                raise _TooCostly
+            self.members = members.Members(self.names, self.tree, self.total)
+        return self.members

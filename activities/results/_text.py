@@ -38,6 +38,7 @@ class GlobPage:
     groups_reached: int = 0
     groups_total: int = 0
     directories: int = 0  # distinct directories the page's paths are in (0: not counted)
+    top_level_only: bool = False  # balanced between the top-level entries only
 
 
 def glob_text(
@@ -58,11 +59,15 @@ def glob_text(
         return _with_partial(body, partial)
     if page.sampled:
         where = "the search root" if root == "." else one_line(root)
+        # Past the sampler's memory budget the page is balanced between the top-level
+        # entries only, and the footer says only that.
+        inside = (
+            " only" if page.top_level_only else " and, inside each directory, across its entries"
+        )
         footer = (
             f"(Showing {len(shown)} of {total} files, sampled across the top-level entries "
-            f"of {where} and, inside each directory, across its entries: one file per entry "
-            f"per round, oldest modified first. Reached {page.groups_reached} of "
-            f"{page.groups_total} top-level entries"
+            f"of {where}{inside}: one file per entry per round, oldest modified first. "
+            f"Reached {page.groups_reached} of {page.groups_total} top-level entries"
         )
         if page.directories:
             footer += f" and {page.directories} directories"

@@ -68,8 +68,8 @@ def reference_page(names: list[bytes], *, cap: int, sample: bool) -> render.Glob
 
 
 def top_level_page(names: list[bytes], *, cap: int) -> render.GlobPage:
-    """The page balanced between the top-level entries only (a listing with too many
-    directories to count): rounds over them in order of first appearance."""
+    """The page balanced between the top-level entries only (a listing past the
+    sampler's memory budget): rounds over them in order of first appearance."""
     total = len(names)
     tops: dict[bytes, list[int]] = {}
     for i, name in enumerate(names):
@@ -85,4 +85,5 @@ def top_level_page(names: list[bytes], *, cap: int) -> render.GlobPage:
         sampled=True,
         groups_reached=sum(1 for m in shown if m),
         groups_total=len(tops),
+        top_level_only=True,
     )

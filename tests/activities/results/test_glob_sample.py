@@ -1,5 +1,5 @@
 """Recursive balanced sampling of over-cap globs: the invariants the contract states, the
-issue's example, and the fallback for listings with too many directories."""
+issue's example, and the fallback for listings past the sampler's memory budget."""
 
 from __future__ import annotations
 
@@ -155,7 +155,7 @@ def test_head_mode_is_unchanged_on_the_issues_tree():
 @given(names=trees(), cap=st.integers(1, 30))
 def test_too_many_directories_for_the_budget_balances_the_top_level_only(names, cap):
     """A listing whose directories would cost more than the budget is sampled between the
-    top-level entries only, as before recursion (memory stays bounded)."""
+    top-level entries only (memory stays bounded), and its page says so."""
     with mock.patch.multiple(glob_sample, _MIN_BUDGET=0, _BUDGET=0):
         got = digested(names, cap)
     if len(names) > cap:
@@ -178,13 +178,12 @@ def test_a_deep_chain_is_followed_to_its_files():
     assert got.shown == [f"a/b/c/d/e/f{i}" for i in range(3)] + ["z/0", "z/1", "z/2"]
 
 
-def test_too_much_scanning_for_names_balances_the_top_level_only():
-    """Names of a directory far apart in the listing are found by scanning it; past the
-    scan budget the page is balanced between the top-level entries only, as before."""
+def test_names_far_from_their_directorys_first_are_found_whatever_the_listing_size():
+    """Names of a directory far apart in the listing (a/x's files lie between b's) are
+    found from every directory's names listed at once: the page is the rule's, with no
+    budget of scans past which it would balance the top-level entries only."""
     names = [b"%s/%d" % (d, i) for i in range(6) for d in (b"a/x", b"b")]
-    names += [b"a/y/%d" % i for i in range(6)]  # a/x's files lie between b's
+    names += [b"a/y/%d" % i for i in range(6)]
     recursive = digested(names, 8).page
     assert recursive == reference_page(names, cap=8, sample=True)
-    assert recursive != top_level_page(names, cap=8)
-    with mock.patch.object(glob_sample, "_SCANS", -1):
-        assert digested(names, 8).page == top_level_page(names, cap=8)
+    assert recursive != top_level_page(names, cap=8) and not recursive.top_level_only
