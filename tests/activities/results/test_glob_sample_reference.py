@@ -31,21 +31,25 @@ def digested(names: list[bytes], cap: int) -> digest.GlobDigest:
     return digest.glob([raw], ROOT, cap=cap, sample=True, artifact=False, every=False)
 
 
-def generate(rng: random.Random, paths: int, *, tops: int, depth: int, chain: int,
-             root_files: float, skew: float, order: str) -> list[bytes]:  # fmt: skip
-    """A listing of ``paths`` names in some mtime order.
+def generate(rng: random.Random, paths: int, *, tops: int, more: int, small: int, depth: int,
+             chain: int, leaves: bool, root_files: float, skew: float,
+             order: str) -> list[bytes]:  # fmt: skip
+    """A listing of about ``paths`` names in some mtime order.
 
-    ``tops`` top-level directories; more directories grow under random existing ones down
-    to ``depth`` levels, and one single-directory chain ``chain`` levels deep; a share
-    ``root_files`` of the paths are files directly under the root. Files go to
-    directories by heavy-tailed weights (``skew``: many directories get one or two), and
-    the order is ``scattered`` (shuffled), ``runs`` (each directory's files together, in
-    the order the directories were made) or ``touched`` (runs, then a tenth of the files
-    moved to random later places, as files edited after a checkout are).
+    ``tops`` top-level directories; ``more`` directories (or one per 20 paths, when -1)
+    grow under random existing ones down to ``depth`` levels; one single-directory chain
+    ``chain`` levels deep. Files go to directories (``leaves``: those with no
+    subdirectory only, so a directory's entries are few and their shares large) by
+    heavy-tailed weights (``skew``: many directories get one or two), or directly under
+    the root (a share ``root_files`` of them); besides, ``small`` more directories get 1
+    to 15 files each, fewer than their turns in a large listing. The order is
+    ``scattered`` (shuffled), ``runs`` (each directory's files together, in the order the
+    directories were made) or ``touched`` (runs, then a tenth of the files moved to
+    random later places, as files edited after a checkout are).
     """
     dirs = [b"t%d%s" % (t, rng.choice(ODD)) for t in range(tops)]
     levels = {d: 1 for d in dirs}
-    for k in range(max(tops, paths // 20)):
+    for k in range(paths // 20 if more < 0 else more):
         parent = rng.choice(dirs)
         if levels[parent] < depth:
             child = b"%s/d%d%s" % (parent, k, rng.choice(ODD))
@@ -53,37 +57,57 @@ def generate(rng: random.Random, paths: int, *, tops: int, depth: int, chain: in
             levels[child] = levels[parent] + 1
     if chain:
         dirs.append(b"/".join(b"c%d" % k for k in range(chain)))
-    cumulative = list(itertools.accumulate(rng.paretovariate(skew) for _ in dirs))
+    parents = {d.rpartition(b"/")[0] for d in dirs}
+    bulk = [d for d in dirs if d not in parents] if leaves else dirs
+    # Small directories under directories with subdirectories (so, with ``leaves``, with
+    # few entries), or directly under the root.
+    inner = [b"", *parents - {b""}]
+    smalls = [b"%s/s%d%s" % (rng.choice(inner), k, rng.choice(ODD)) for k in range(small)]
+    smalls = [d.lstrip(b"/") for d in smalls]
+    cumulative = list(itertools.accumulate(rng.paretovariate(skew) for _ in bulk))
     names = []
     for i in range(paths):
         file = b"f%d%s" % (i, rng.choice(ODD))
         if rng.random() < root_files:
             names.append(file)
         else:
-            names.append(rng.choices(dirs, cum_weights=cumulative)[0] + b"/" + file)
+            names.append(rng.choices(bulk, cum_weights=cumulative)[0] + b"/" + file)
+    for child in smalls:
+        names += [b"%s/g%d" % (child, i) for i in range(rng.randint(1, 15))]
+    dirs += smalls
     if order == "scattered":
         rng.shuffle(names)
     else:
         rank = {d: k for k, d in enumerate(dirs)}
         names.sort(key=lambda n: rank.get(n.rpartition(b"/")[0], -1))
         if order == "touched":  # a tenth of the files each moved to a random later place
-            place = [float(k) for k in range(paths)]
-            for k in rng.sample(range(paths), paths // 10):
-                place[k] = rng.uniform(k, paths)
+            place = [float(k) for k in range(len(names))]
+            for k in rng.sample(range(len(names)), len(names) // 10):
+                place[k] = rng.uniform(k, len(names))
             names = [n for _, n in sorted(zip(place, names, strict=True))]
     return names
 
 
 @st.composite
-def listings(draw, smallest: int = 10, largest: int = 3000):
+def listings(draw, smallest: int = 10, largest: int = 3000, *, large: bool = False):
+    """Listings of ``smallest`` to ``largest`` paths. ``large`` (few examples): each one
+    has few directories holding the files and small ones scattered among them, so shares
+    are large and reach far into the listing (where a sampler that gives up after some
+    scanning would be caught)."""
     paths = draw(st.integers(smallest, largest))
+    some = st.sampled_from
     knobs = {
-        "tops": draw(st.sampled_from([1, 2, 3, 7, 20, 150])),  # 150: more groups than a cap
+        # More top-level groups than a cap, a few, or one.
+        "tops": draw(some([1, 2, 3, 7] if large else [1, 2, 3, 7, 20, 150])),
+        "more": draw(some([0, 5] if large else [-1, 0, 5, 30])),
+        "small": draw(some([12, 40] if large else [0, 0, 3, 12])),
         "depth": draw(st.integers(1, 6)),
-        "chain": draw(st.sampled_from([0, 0, 2, 12])),
-        "root_files": draw(st.sampled_from([0.0, 0.0, 0.05, 0.5])),
-        "skew": draw(st.sampled_from([0.6, 1.2, 3.0])),
-        "order": draw(st.sampled_from(["scattered", "scattered", "runs", "touched"])),
+        "chain": draw(some([0, 0, 2, 12])),
+        "leaves": large or draw(st.booleans()),
+        # Root files are top-level entries: many leave each entry one path.
+        "root_files": draw(some([0.0, 0.0005] if large else [0.0, 0.0, 0.05, 0.5])),
+        "skew": draw(some([0.6, 1.2, 3.0])),
+        "order": draw(some(["scattered"] if large else ["scattered", "runs", "touched"])),
     }
     return generate(random.Random(draw(st.integers(0, 2**32))), paths, **knobs)
 
@@ -103,7 +127,7 @@ def test_a_sampled_page_is_the_reference_allocation(names, cap):
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(names=listings(smallest=20_000, largest=100_000), cap=st.sampled_from([100, 250]))
+@given(names=listings(20_000, 100_000, large=True), cap=st.sampled_from([100, 250]))
 def test_a_sampled_page_of_a_large_listing_is_the_reference_allocation(names, cap):
     """The same on trees of 20,000 to 100,000 paths."""
     assert digested(names, cap).page == plain_page(names, cap)
