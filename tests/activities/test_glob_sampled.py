@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 
 from temporalio.testing import ActivityEnvironment
 
 from fs_search.activities.contract import GlobRequest
+from tests.activities.results.scattered import issue_136, plain_page
 from tests.helpers import write_tree
 
 
@@ -53,3 +55,24 @@ async def test_a_sampled_glob_below_a_path_balances_inside_it(tmp_path, make_act
     assert Path(r.spill.locator).read_text().splitlines() == [
         f"repo/{k}" for k in files if k.startswith("a/")
     ]
+
+
+async def test_a_scattered_listing_is_sampled_by_the_rule(tmp_path, make_activities):
+    """The issue's example through real rg: 136 paths in t0..t2/s0..s2, written in name
+    order and their times then scattered (os.utime), cap 100. t0's 34 paths go 11/12/11
+    to s0, s1 and s2 (s1 is modified first), not 29/3/2 as t0's 34 oldest would give;
+    the footer names the directories reached."""
+    names = issue_136()
+    ws = write_tree(tmp_path / "ws", {n.decode(): "" for n in sorted(names)})
+    for i, name in enumerate(names):  # modification order: the listing's
+        os.utime(ws / name.decode(), (1_700_000_000 + i, 1_700_000_000 + i))
+    acts = await make_activities(ws, sample_over_cap_glob_results=True)
+    r = await ActivityEnvironment().run(acts.glob, GlobRequest(pattern="*.z"))
+    assert r.total == 136 and r.sampled and len(r.paths) == 100
+    per_dir = Counter(p.rpartition("/")[0] for p in r.paths)
+    assert [per_dir[f"t0/s{s}"] for s in range(3)] == [11, 12, 11]
+    expected = plain_page(names, 100)
+    assert r.paths == [names[i].decode() for i in expected.indices]
+    assert "Reached 3 of 3 top-level entries and 9 directories. 36 more not shown." in r.text
+    assert "inside each directory, across its entries" in r.text
+    assert Path(r.spill.locator).read_text().splitlines() == [n.decode() for n in names]
