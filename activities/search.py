@@ -439,7 +439,7 @@ class SearchActivities:
         stopped there) is listed again by rg, sorted."""
         cap = self.config.raw_output_max_bytes
         walk = rg.for_glob(pattern, rg=self._rg_path(), sort=False)
-        order = ModifiedOrder(self.offload, at)
+        order = ModifiedOrder(self.offload, at, reserve=min(cap, SORT_HERE_MAX_BYTES))
         try:
             run = await self._run_rg(
                 walk, at, call, max_stdout=min(cap, SORT_HERE_MAX_BYTES), sink=order.feed

@@ -20,7 +20,7 @@ from fs_search.activities.workspace import SearchTarget
 _DOT_SLASH_NAME = re.compile(rb"\0\./")
 # Names rewritten at a time when a prefix is added to each in place (the window's copy
 # and its rewrite are alive at once).
-_REWRITE = 1 << 18
+_REWRITE = 1 << 16
 
 
 def artifact(owned: list[bytearray], target: SearchTarget) -> str | bytearray:

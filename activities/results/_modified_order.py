@@ -7,9 +7,10 @@ units of about :data:`UNIT_BYTES` ending at a name's end, whose files' times two
 at once: a thread of the worker and, when one is idle, a digest helper (with the search
 root's descriptor). So the walk and the reading of times overlap. Once rg is done
 (:meth:`ModifiedOrder.finish`), the last units are read and the listing is sorted in a
-thread with NumPy (:func:`in_order`: a stable argsort of the times, the names gathered into a
-new buffer a block at a time): a few arrays of one integer per name beside the two buffers,
-where a Python list and sort of every name held several times the listing.
+thread with NumPy: a stable argsort of the times, then :func:`in_order`, which puts the
+names in order in the listing's own buffer through a second one that is filled as the
+first is emptied (the memory of what has been read is given back as it goes), so the
+names are never held twice; beside them, a few integers a name.
 
 A helper that dies leaves its unit to be read in a thread; an error in a thread is raised
 from :meth:`~ModifiedOrder.finish`. :meth:`~ModifiedOrder.discard` stops the lanes (the call
@@ -19,7 +20,10 @@ failed or was cancelled).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ctypes
 import logging
+import mmap
 from typing import cast
 
 import numpy as np
@@ -34,10 +38,17 @@ log = logging.getLogger(__name__)
 UNIT_BYTES = 96 * 1024
 # Below this much output in all, a helper's round trips cost more than they save.
 _HELPER_FROM_BYTES = 2 * UNIT_BYTES
-# Names gathered into the sorted buffer at a time (the gather's index is 8 bytes a byte).
+# Names gathered at a time (the gather's index is 4 bytes a byte).
 _GATHER_NAMES = 512
-# Bytes of the listing searched for name ends at a time.
+# Bytes of the listing read at a time, and searched for name ends at a time.
 _WINDOW = 256 * 1024
+# The sort's buckets (consecutive places in the sorted listing): about this many bytes of
+# names each, and at least this many buckets (one is sorted at a time, beside the rest).
+_BUCKET_BYTES = 64 * 1024
+_MIN_BUCKETS = 16
+_MAX_BUCKETS = 4096
+# Names whose places are set at a time (the block's temporaries stay small).
+_PLACE_BLOCK = 1 << 16
 _TIMES = job_name(times)
 
 
@@ -46,11 +57,16 @@ class ModifiedOrder:
     order, the files' times read beneath ``dir_fd`` (held by the caller until
     :meth:`finish` or :meth:`discard` returns)."""
 
-    def __init__(self, offload: Offload, dir_fd: int, *, unit: int = UNIT_BYTES) -> None:
+    def __init__(
+        self, offload: Offload, dir_fd: int, *, unit: int = UNIT_BYTES, reserve: int = 0
+    ) -> None:
         self.offload = offload
         self.dir_fd = dir_fd
         self.unit = unit
-        self._raw = bytearray()  # everything fed
+        # Everything fed: ``_raw[:_fed]``, in room for ``reserve`` bytes taken at once (its
+        # memory is taken as it is written), so it never moves as it grows.
+        self._raw = reserved(reserve)
+        self._fed = 0
         self._cut_at = 0  # where the next unit starts in it
         self._units: list[tuple[int, int]] = []  # (start, stop) in ``_raw``
         self._times: list[bytes | None] = []
@@ -59,15 +75,19 @@ class ModifiedOrder:
 
     def feed(self, piece: bytes) -> None:
         """A piece of rg's output, as read (on the event loop)."""
-        self._raw += piece
-        if len(self._raw) - self._cut_at >= self.unit:
+        end = self._fed + len(piece)
+        if end > len(self._raw):
+            self._raw += bytes(end - len(self._raw))  # past the reserve
+        self._raw[self._fed : end] = piece
+        self._fed = end
+        if end - self._cut_at >= self.unit:
             self._cut(final=False)
 
     def _cut(self, *, final: bool) -> None:
         """Units of what was fed since the last, each ending at a name's end (the last
         one wherever the output ends, when ``final``)."""
         raw = self._raw
-        end = len(raw) if final else raw.rfind(b"\0", self._cut_at) + 1
+        end = self._fed if final else raw.rfind(b"\0", self._cut_at, self._fed) + 1
         start = self._cut_at
         while start < end:
             stop = raw.find(b"\0", min(start + self.unit, end) - 1, end) + 1 or end
@@ -81,14 +101,14 @@ class ModifiedOrder:
         self._queue.put_nowait(len(self._units) - 1)
         if not self._lanes:
             self._lanes.append(asyncio.ensure_future(self._thread_lane()))
-        if len(self._lanes) == 1 and len(self._raw) >= _HELPER_FROM_BYTES:
+        if len(self._lanes) == 1 and self._fed >= _HELPER_FROM_BYTES:
             self._lanes.append(asyncio.ensure_future(self._helper_lane()))
 
     def _unit(self, i: int) -> bytes:
         """A copy of unit ``i`` for a lane (taken on the event loop: the buffer keeps
         growing, so no view of it may be held)."""
         start, stop = self._units[i]
-        return bytes(self._raw[start:stop])
+        return bytes(memoryview(self._raw)[start:stop])
 
     async def _thread_lane(self) -> None:
         while (i := await self._queue.get()) is not None:
@@ -109,7 +129,7 @@ class ModifiedOrder:
     async def finish(self) -> list[bytes]:
         """The whole listing in modification order, as ``rg --files --null`` output in one
         buffer (rg has exited: nothing more is fed)."""
-        if self._cut_at < len(self._raw):
+        if self._cut_at < self._fed:
             self._cut(final=True)
         for _ in self._lanes:
             self._queue.put_nowait(None)
@@ -136,6 +156,7 @@ class ModifiedOrder:
                 lane.cancel()
             self._lanes.clear()
             self._raw = bytearray()
+            self._fed = 0
             self._units.clear()
             self._times.clear()
 
@@ -154,52 +175,191 @@ class ModifiedOrder:
             parts[i] = b""
             mtimes[at : at + len(got) // 8] = np.frombuffer(got, dtype=np.int64)
             at += len(got) // 8
+        _trim()  # the units' times, freed
         order = np.argsort(mtimes, kind="stable")
         del mtimes
+        places = places_of(order)
+        del order
+        _trim()  # the times and the argsort's arrays, freed
         raw, self._raw = self._raw, bytearray()
+        del raw[self._fed :]  # the reserve's rest, never written, never taken
         self._units.clear()
         if not raw:
             return []
         if not raw.endswith(b"\0"):
             raw += b"\0"  # a last name rg did not end (its time was read all the same)
-        ordered = in_order(raw, order)
+        ordered = in_order(raw, places)
+        del places
         # One bytearray: the glob digest takes it as its names buffer, with no copy.
         return cast("list[bytes]", [ordered])
 
 
-def in_order(raw: bytearray, order: np.ndarray) -> bytearray:
-    """Pure: the NUL-terminated names of ``raw`` in ``order`` (the indices of the names, one
-    each: a stable argsort of their times), in a new buffer.
+_new_bytearray = ctypes.pythonapi.PyByteArray_FromStringAndSize
+_new_bytearray.restype = ctypes.py_object
+_new_bytearray.argtypes = (ctypes.c_void_p, ctypes.c_ssize_t)
 
-    Beside the two buffers and the order: where each name starts (4 bytes a name), and per
-    block of names gathered an index of 8 bytes a byte.
-    """
+
+def reserved(size: int) -> bytearray:
+    """A bytearray of ``size`` bytes whose memory is taken only as it is written: its
+    contents are undefined until then (``bytearray(size)`` writes zeros over all of it
+    at once). Large ones are mapped apart (:func:`~._offload.mmap_large_allocations`),
+    so their pages are the kernel's zero pages until written."""
+    return cast(bytearray, _new_bytearray(None, size))
+
+
+def places_of(order: np.ndarray) -> np.ndarray:
+    """Pure: each name's place in the sorted listing (4 bytes a name), from ``order`` (the
+    names' indices in sorted order: a stable argsort of their times)."""
     count = len(order)
+    places = np.empty(count, dtype=np.int32 if count < 1 << 31 else np.int64)
+    for first in range(0, count, _PLACE_BLOCK):
+        block = order[first : first + _PLACE_BLOCK]
+        places[block] = np.arange(first, first + len(block), dtype=places.dtype)
+    return places
+
+
+def in_order(raw: bytearray, places: np.ndarray) -> bytearray:
+    """Pure: the NUL-terminated names of ``raw`` put at their ``places``
+    (:func:`places_of`), in ``raw`` itself, which is returned.
+
+    Never holds the names twice. The sorted listing is cut into buckets of consecutive
+    places; a first pass reads ``raw`` a window at a time and copies each name to its
+    bucket's part of a second buffer (each bucket's part is where its names go in the
+    sorted listing: its bytes are counted beforehand), giving back the memory of what it
+    has read; a second pass puts each bucket's names in order, from the second buffer
+    into ``raw``, giving back the memory of the bucket. Beside the names: their places,
+    their places again by bucket (4 bytes a name each), and a window's or a bucket's
+    temporaries.
+    """
+    count = len(places)
+    size = len(raw)
+    if raw and not raw.endswith(b"\0"):
+        raise ValueError("the listing does not end at a name's end")
+    if not size:
+        _bucket_bytes(raw, np.empty(0, dtype=np.uint8), places, 1, 1)  # checks the count
+        return raw
     buf = np.frombuffer(raw, dtype=np.uint8)
-    # Where each name starts, and (last) where the listing ends: name i is
-    # ``buf[starts[i] : starts[i + 1]]``, its NUL included.
-    starts = np.empty(count + 1, dtype=np.int32)
-    starts[0] = 0
-    found = 0
-    for window in range(0, len(buf), _WINDOW):  # the comparison's array stays small
-        nuls = np.flatnonzero(buf[window : window + _WINDOW] == 0)
-        if found + len(nuls) > count:
+    buckets = min(max(size // _BUCKET_BYTES, _MIN_BUCKETS), _MAX_BUCKETS, max(count, 1))
+    per = -(-count // buckets)  # places a bucket holds
+    ends = np.cumsum(_bucket_bytes(raw, buf, places, per, buckets))
+    at = np.concatenate(([0], ends[:-1]))  # where each bucket's next name goes
+    # The second buffer: anonymous memory, taken as it is written and given back as it is
+    # read (and not made of huge pages, as NumPy asks for its own large arrays).
+    with mmap.mmap(-1, size) as memory:
+        spread = np.frombuffer(memory, dtype=np.uint8)
+        taken: list[list[np.ndarray]] = [[] for _ in range(buckets)]
+        first = released = 0
+        for start, end in _windows(raw):
+            window = buf[start:end]
+            starts = _starts(window)
+            mine = places[first : first + len(starts) - 1]
+            first += len(mine)
+            bucket = (mine // per).astype(np.uint16)  # _MAX_BUCKETS fit
+            by_bucket = np.argsort(bucket, kind="stable")  # a radix sort: linear
+            gathered = _gather(window, starts, by_bucket)
+            counts = np.bincount(bucket, minlength=buckets)
+            name_ends = np.cumsum(starts[by_bucket + 1] - starts[by_bucket])
+            lo = low = 0
+            for b in np.flatnonzero(counts):
+                hi = lo + int(counts[b])
+                high = int(name_ends[hi - 1])
+                spread[at[b] : at[b] + high - low] = gathered[low:high]
+                at[b] += high - low
+                taken[b].append(mine[by_bucket[lo:hi]])
+                lo, low = hi, high
+            released = _give_back(buf, released, end)
+        begin = released = 0
+        part = None
+        for b in range(buckets):
+            stop = int(ends[b])
+            if taken[b]:
+                local = np.concatenate(taken[b]) - b * per
+                taken[b] = []
+                order = np.empty(len(local), dtype=local.dtype)
+                order[local] = np.arange(len(local), dtype=local.dtype)
+                part = spread[begin:stop]
+                buf[begin:stop] = _gather(part, _starts(part), order)
+                released = _give_back(spread, released, stop)
+            begin = stop
+        del spread, part  # the memory's views, before it is unmapped
+    return raw
+
+
+def _bucket_bytes(
+    raw: bytearray, buf: np.ndarray, places: np.ndarray, per: int, buckets: int
+) -> np.ndarray:
+    """The bytes of the names each bucket holds (a bucket: ``per`` consecutive places),
+    counted a window at a time; the names must be as many as the places."""
+    count = len(places)
+    sizes = np.zeros(buckets, dtype=np.int64)
+    first = 0
+    for start, end in _windows(raw):
+        starts = _starts(buf[start:end])
+        if first + len(starts) - 1 > count:
             raise ValueError(f"more names than the {count} ordered")
-        starts[found + 1 : found + 1 + len(nuls)] = nuls + (window + 1)
-        found += len(nuls)
-    if found != count:
-        raise ValueError(f"{found} names but {count} ordered")
-    out = bytearray(len(buf))
-    view = np.frombuffer(out, dtype=np.uint8)
+        bucket = places[first : first + len(starts) - 1] // per
+        sizes += np.bincount(bucket, weights=np.diff(starts), minlength=buckets).astype(np.int64)
+        first += len(starts) - 1
+    if first != count:
+        raise ValueError(f"{first} names but {count} ordered")
+    return sizes
+
+
+def _windows(raw: bytearray) -> list[tuple[int, int]]:
+    """(start, end) spans of ``raw`` of about ``_WINDOW`` bytes, each ending just after a
+    NUL (``raw`` ends with one)."""
+    spans = []
+    start, size = 0, len(raw)
+    while start < size:
+        end = raw.index(b"\0", min(start + _WINDOW, size) - 1) + 1
+        spans.append((start, end))
+        start = end
+    return spans
+
+
+def _starts(buf: np.ndarray) -> np.ndarray:
+    """Where each NUL-terminated name of ``buf`` starts, and (last) where the names end:
+    name i is ``buf[starts[i] : starts[i + 1]]``, its NUL included."""
+    return np.concatenate(([0], np.flatnonzero(buf == 0) + 1))
+
+
+def _gather(buf: np.ndarray, starts: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """The names of ``buf`` (split at ``starts``) in ``order``, in a new array."""
+    out = np.empty(int(starts[-1]), dtype=np.uint8)
+    index = np.int32 if len(buf) < 1 << 31 else np.int64  # a byte's place in ``buf``
     at = 0
-    for first in range(0, count, _GATHER_NAMES):
+    for first in range(0, len(order), _GATHER_NAMES):
         picked = order[first : first + _GATHER_NAMES]
-        begin = starts[picked]
-        sizes = starts[picked + 1] - begin
+        begin = starts[picked].astype(index)
+        sizes = (starts[picked + 1] - begin).astype(index)
         size = int(sizes.sum())
         # Each output byte's place in ``buf``: its name's start plus its offset in the name.
-        offsets = np.cumsum(sizes, dtype=np.int64) - sizes
-        view[at : at + size] = buf[np.repeat(begin - offsets, sizes) + np.arange(size)]
+        offsets = np.cumsum(sizes) - sizes
+        out[at : at + size] = buf[np.repeat(begin - offsets, sizes) + np.arange(size, dtype=index)]
         at += size
-    del view
     return out
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _give_back(array: np.ndarray, start: int, end: int) -> int:
+    """Give the memory of the whole pages of ``array[start:end]`` back to the kernel
+    (``madvise(MADV_DONTNEED)``: they read as zeros until written again), for a part of a
+    buffer that is read no more before being written. Returns where the pages given back
+    end (the next call's ``start``: a page cut by ``end`` goes with the next part)."""
+    address = array.ctypes.data
+    first = -(-(address + start) // mmap.PAGESIZE) * mmap.PAGESIZE
+    last = (address + end) // mmap.PAGESIZE * mmap.PAGESIZE
+    if last <= first:
+        return start
+    _libc.madvise(ctypes.c_void_p(first), ctypes.c_size_t(last - first), mmap.MADV_DONTNEED)
+    return last - address
+
+
+def _trim() -> None:
+    """Give back to the kernel the memory this thread's sort freed but its malloc arena
+    kept (the sort's arrays of a few integers a name are each under the size that is
+    mapped apart): the digest that follows runs in another thread, with its own arena."""
+    with contextlib.suppress(AttributeError):
+        _libc.malloc_trim(0)

@@ -17,7 +17,7 @@ import pytest
 
 from fs_search.activities.results import _modified_order as modified_order
 from fs_search.activities.results._modified import UNREADABLE, times
-from fs_search.activities.results._modified_order import ModifiedOrder, in_order
+from fs_search.activities.results._modified_order import ModifiedOrder, in_order, places_of
 from fs_search.activities.results._offload import Offload, _Helper
 
 
@@ -43,24 +43,58 @@ def pieces(data: bytes, size: int) -> list[bytes]:
     return [data[i : i + size] for i in range(0, len(data), size)]
 
 
-def test_in_order_is_a_stable_sort_by_time():
-    """Names sorted by time; equal times keep the listing's order."""
+@pytest.mark.parametrize(
+    "limits",
+    [{}, {"_WINDOW": 7, "_GATHER_NAMES": 3}, {"_BUCKET_BYTES": 1, "_MIN_BUCKETS": 1}],
+    ids=["default", "small-windows", "a-bucket-a-name"],
+)
+def test_in_order_is_a_stable_sort_by_time(limits, monkeypatch):
+    """Names sorted by time; equal times keep the listing's order, whatever the windows
+    and however many buckets the names go through."""
+    for key, value in limits.items():
+        monkeypatch.setattr(modified_order, key, value)
     rnd = random.Random(3)
     names = [f"{'x' * rnd.randrange(1, 30)}{i}".encode() for i in range(3000)]
     mtimes = [rnd.randrange(5) for _ in names]
     raw = bytearray(b"".join(n + b"\0" for n in names))
-    got = in_order(raw, np.argsort(np.array(mtimes, dtype=np.int64), kind="stable"))
+    places = places_of(np.argsort(np.array(mtimes, dtype=np.int64), kind="stable"))
+    got = in_order(raw, places)
     want = [n for _, n in sorted(zip(mtimes, names, strict=True), key=lambda p: p[0])]
-    assert bytes(got) == b"".join(n + b"\0" for n in want)
-    assert raw == b"".join(n + b"\0" for n in names)  # the listing itself is left alone
+    assert got is raw and bytes(got) == b"".join(n + b"\0" for n in want)
+    got += b"more\0"  # no view of it is left: it can grow (the glob's artifact does)
+
+
+def test_in_order_never_holds_the_listing_twice():
+    """Sorting 4 MB of names grows the process's peak memory by a small part of it: the
+    names are never held twice (the sorted copy made from the whole listing held them
+    twice, and more)."""
+    rnd = random.Random(5)
+    count = 250_000
+    raw = bytearray(b"".join(b"d%03d/f%07d.x\0" % (rnd.randrange(100), i) for i in range(count)))
+    places = places_of(np.argsort(np.array([rnd.randrange(10**6) for _ in range(count)])))
+    try:
+        before = resident_kb("VmRSS")
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pytest.skip("the peak memory cannot be reset here")
+    in_order(raw, places)
+    grown = (resident_kb("VmHWM") - before) * 1024
+    # Places by bucket (4 bytes a name), a bucket, a window's temporaries, small change.
+    assert grown <= 0.25 * len(raw) + 4 * count + (2 << 20), grown / len(raw)
+
+
+def resident_kb(key: str) -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(key + ":"))
 
 
 def test_in_order_refuses_a_listing_that_is_not_its_order():
     """More or fewer names than the order has is an error, never a silent page."""
     with pytest.raises(ValueError, match="2 names but 3 ordered"):
-        in_order(bytearray(b"a\0b\0"), np.arange(3))
+        in_order(bytearray(b"a\0b\0"), places_of(np.arange(3)))
     with pytest.raises(ValueError, match="more names"):
-        in_order(bytearray(b"a\0b\0c\0"), np.arange(2))
+        in_order(bytearray(b"a\0b\0c\0"), places_of(np.arange(2)))
 
 
 def test_times_reads_beneath_the_root_and_follows_no_link(tmp_path):
@@ -101,10 +135,12 @@ def test_times_reads_beneath_the_root_and_follows_no_link(tmp_path):
     assert list(got) == [100, UNREADABLE, UNREADABLE, UNREADABLE, 7, 9, UNREADABLE, 11]
 
 
-async def order_of(listing: bytes, root: Path, offload: Offload, piece: int) -> bytes:
+async def order_of(
+    listing: bytes, root: Path, offload: Offload, piece: int, reserve: int = 0
+) -> bytes:
     fd = os.open(root, os.O_PATH)
     try:
-        order = ModifiedOrder(offload, fd)
+        order = ModifiedOrder(offload, fd, reserve=reserve)
         for chunk in pieces(listing, piece):
             order.feed(chunk)
             await asyncio.sleep(0)  # the lanes read while the walk goes on
@@ -113,10 +149,14 @@ async def order_of(listing: bytes, root: Path, offload: Offload, piece: int) -> 
         os.close(fd)
 
 
-@pytest.mark.parametrize("files,piece", [(1, 4096), (300, 999), (9000, 65536)])
-async def test_the_order_is_rgs_own(tmp_path, rg_bin, files, piece, monkeypatch):
+@pytest.mark.parametrize(
+    "files,piece,reserve",
+    [(1, 4096, 0), (300, 999, 0), (300, 999, 1000), (9000, 65536, 0), (9000, 65536, 4 << 20)],
+)
+async def test_the_order_is_rgs_own(tmp_path, rg_bin, files, piece, reserve, monkeypatch):
     """rg's single-threaded walk sorted here equals ``rg --sort=modified``: byte for byte,
-    ties included, from one name to several hundred kilobytes (both lanes at work)."""
+    ties included, from one name to several hundred kilobytes (both lanes at work), fed
+    into room reserved for it or not, or into room it outgrows."""
     calls = []
     real_call = _Helper.call
 
@@ -130,7 +170,7 @@ async def test_the_order_is_rgs_own(tmp_path, rg_bin, files, piece, monkeypatch)
     offload = Offload(2)
     await offload.warm()
     try:
-        got = await order_of(walk, root, offload, piece)
+        got = await order_of(walk, root, offload, piece, reserve)
     finally:
         offload.shutdown()
     assert got == rg_files(rg_bin, root, "--sort=modified")
