@@ -38,8 +38,8 @@ log = logging.getLogger(__name__)
 UNIT_BYTES = 96 * 1024
 # Below this much output in all, a helper's round trips cost more than they save.
 _HELPER_FROM_BYTES = 2 * UNIT_BYTES
-# Names gathered at a time (the gather's index is 4 bytes a byte).
-_GATHER_NAMES = 512
+# Bytes gathered at a time (the gather's index is 4 bytes a byte).
+_GATHER_BYTES = 32 * 1024
 # Bytes of the listing read at a time, and searched for name ends at a time.
 _WINDOW = 256 * 1024
 # The sort's buckets (consecutive places in the sorted listing): about this many bytes of
@@ -241,8 +241,8 @@ def in_order(raw: bytearray, places: np.ndarray) -> bytearray:
     buf = np.frombuffer(raw, dtype=np.uint8)
     buckets = min(max(size // _BUCKET_BYTES, _MIN_BUCKETS), _MAX_BUCKETS, max(count, 1))
     per = -(-count // buckets)  # places a bucket holds
-    ends = np.cumsum(_bucket_bytes(raw, buf, places, per, buckets))
-    at = np.concatenate(([0], ends[:-1]))  # where each bucket's next name goes
+    ends = np.cumsum(_bucket_bytes(raw, buf, places, per, buckets)).tolist()
+    at = [0, *ends[:-1]]  # where each bucket's next name goes
     # The second buffer: anonymous memory, taken as it is written and given back as it is
     # read (and not made of huge pages, as NumPy asks for its own large arrays).
     with mmap.mmap(-1, size) as memory:
@@ -256,29 +256,33 @@ def in_order(raw: bytearray, places: np.ndarray) -> bytearray:
             first += len(mine)
             bucket = (mine // per).astype(np.uint16)  # _MAX_BUCKETS fit
             by_bucket = np.argsort(bucket, kind="stable")  # a radix sort: linear
-            gathered = _gather(window, starts, by_bucket)
+            gathered = np.empty(end - start, dtype=np.uint8)
+            _gather(window, starts, by_bucket, gathered)
+            mine = mine[by_bucket]
             counts = np.bincount(bucket, minlength=buckets)
-            name_ends = np.cumsum(starts[by_bucket + 1] - starts[by_bucket])
+            sizes = np.bincount(bucket, weights=np.diff(starts), minlength=buckets)
+            present = np.flatnonzero(counts)
             lo = low = 0
-            for b in np.flatnonzero(counts):
-                hi = lo + int(counts[b])
-                high = int(name_ends[hi - 1])
+            for b, n, nbytes in zip(
+                present.tolist(), counts[present].tolist(), sizes[present].tolist(), strict=True
+            ):
+                high = low + int(nbytes)
                 spread[at[b] : at[b] + high - low] = gathered[low:high]
                 at[b] += high - low
-                taken[b].append(mine[by_bucket[lo:hi]])
-                lo, low = hi, high
+                taken[b].append(mine[lo : lo + n])
+                lo, low = lo + n, high
             released = _give_back(buf, released, end)
         begin = released = 0
         part = None
         for b in range(buckets):
-            stop = int(ends[b])
+            stop = ends[b]
             if taken[b]:
                 local = np.concatenate(taken[b]) - b * per
                 taken[b] = []
                 order = np.empty(len(local), dtype=local.dtype)
                 order[local] = np.arange(len(local), dtype=local.dtype)
                 part = spread[begin:stop]
-                buf[begin:stop] = _gather(part, _starts(part), order)
+                _gather(part, _starts(part), order, buf[begin:stop])
                 released = _give_back(spread, released, stop)
             begin = stop
         del spread, part  # the memory's views, before it is unmapped
@@ -323,21 +327,24 @@ def _starts(buf: np.ndarray) -> np.ndarray:
     return np.concatenate(([0], np.flatnonzero(buf == 0) + 1))
 
 
-def _gather(buf: np.ndarray, starts: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """The names of ``buf`` (split at ``starts``) in ``order``, in a new array."""
-    out = np.empty(int(starts[-1]), dtype=np.uint8)
+def _gather(buf: np.ndarray, starts: np.ndarray, order: np.ndarray, out: np.ndarray) -> None:
+    """The names of ``buf`` (split at ``starts``) in ``order``, written to ``out``."""
+    count = len(order)
+    # Names gathered at a time: about _GATHER_BYTES of them, by their average length.
+    per = max(1, _GATHER_BYTES * count // max(int(starts[-1]), 1))
     index = np.int32 if len(buf) < 1 << 31 else np.int64  # a byte's place in ``buf``
     at = 0
-    for first in range(0, len(order), _GATHER_NAMES):
-        picked = order[first : first + _GATHER_NAMES]
-        begin = starts[picked].astype(index)
-        sizes = (starts[picked + 1] - begin).astype(index)
-        size = int(sizes.sum())
+    for first in range(0, count, per):
+        picked = order[first : first + per]
+        begin = starts[picked]
+        sizes = starts[picked + 1] - begin
+        ends = np.cumsum(sizes)
+        size = int(ends[-1])
         # Each output byte's place in ``buf``: its name's start plus its offset in the name.
-        offsets = np.cumsum(sizes) - sizes
-        out[at : at + size] = buf[np.repeat(begin - offsets, sizes) + np.arange(size, dtype=index)]
+        places = np.repeat((begin - (ends - sizes)).astype(index), sizes)
+        places += np.arange(size, dtype=index)
+        np.take(buf, places, out=out[at : at + size])
         at += size
-    return out
 
 
 _libc = ctypes.CDLL(None, use_errno=True)

@@ -45,7 +45,7 @@ def pieces(data: bytes, size: int) -> list[bytes]:
 
 @pytest.mark.parametrize(
     "limits",
-    [{}, {"_WINDOW": 7, "_GATHER_NAMES": 3}, {"_BUCKET_BYTES": 1, "_MIN_BUCKETS": 1}],
+    [{}, {"_WINDOW": 7, "_GATHER_BYTES": 3}, {"_BUCKET_BYTES": 1, "_MIN_BUCKETS": 1}],
     ids=["default", "small-windows", "a-bucket-a-name"],
 )
 def test_in_order_is_a_stable_sort_by_time(limits, monkeypatch):
