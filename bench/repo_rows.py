@@ -8,7 +8,8 @@ plain rg activity's: the alternative a Temporal user writes, naive rg argv (no
 ``--no-ignore-parent``, so rg reads the repository's .gitignore above the search root as
 it would from the root) run with asyncio in the searched directory. The other rows compare
 end to end, as on the first corpus. Glob memory is measured with a ``path`` prefix: on the
-first corpus's 18 MB listing (large) and on the repository's (small, fixed costs count).
+first corpus's 18 MB listing (large), on the repository's (small, fixed costs count) and on
+the big glob's 100,000 names (1.5 MB, sorted by the worker).
 """
 
 from __future__ import annotations

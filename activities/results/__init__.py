@@ -4,6 +4,7 @@ model-facing text.
 Light (pure code): workflow code reads :func:`one_line` and :func:`read_spill_text`. The
 offload (helper processes) loads on first use. Private behind this front: ``_parse``,
 ``_glob_names``, ``_glob_tree``, ``_glob_sample`` (the recursively balanced page),
+``_glob_members`` (every name indexed by directory, when the page needs it),
 ``_glob_artifact``, ``_digest`` (raw output → everything a result needs), ``_modified`` and
 ``_modified_order`` (a glob's listing in modification order), ``_text``
 (pages, previews, footers), ``_paging`` (read_spill pages), ``_offload`` and ``_helper``.
