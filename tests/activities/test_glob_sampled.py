@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 from collections import Counter
 from pathlib import Path
+from unittest import mock
 
 from temporalio.testing import ActivityEnvironment
 
 from fs_search.activities.contract import GlobRequest
+from fs_search.activities.results import _glob_members as glob_members
 from tests.activities.results.scattered import issue_136, plain_page
 from tests.helpers import write_tree
 
@@ -76,3 +78,20 @@ async def test_a_scattered_listing_is_sampled_by_the_rule(tmp_path, make_activit
     assert "Reached 3 of 3 top-level entries and 9 directories. 36 more not shown." in r.text
     assert "inside each directory, across its entries" in r.text
     assert Path(r.spill.locator).read_text().splitlines() == [n.decode() for n in names]
+
+
+async def test_past_the_samplers_budget_the_footer_says_top_level_only(tmp_path, make_activities):
+    """Through real rg, with the names' index made too costly for the budget: the page is
+    balanced between the top-level entries only and its footer says just that."""
+    names = issue_136()
+    ws = write_tree(tmp_path / "ws", {n.decode(): "" for n in names})
+    acts = await make_activities(ws, sample_over_cap_glob_results=True)
+    with mock.patch.object(glob_members, "PER_NAME", 1 << 40):
+        r = await ActivityEnvironment().run(acts.glob, GlobRequest(pattern="*.z"))
+    per_dir = Counter(p.rpartition("/")[0] for p in r.paths)
+    assert r.sampled and [per_dir[f"t0/s{s}"] for s in range(3)] == [29, 3, 2]
+    assert (
+        "(Showing 100 of 136 files, sampled across the top-level entries of the search root "
+        "only: one file per entry per round, oldest modified first. Reached 3 of 3 top-level "
+        "entries. 36 more not shown.)"
+    ) in r.text
