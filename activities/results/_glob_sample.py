@@ -11,9 +11,9 @@ names in one directory at a time, name by name once runs turn out short), the di
 tree is built from those counts, shares are handed out top-down, and each directory's
 taken names are found from its first one: inside its first run by stepping over names;
 past it, from every directory's names listed at once (:mod:`._glob_members`: one more
-pass and a sort, built the first time a directory needs names past its first run).
-Memory is the directories and, when built, about 12 bytes a name, within a share of the
-output: past it (a listing of millions of names, or with nearly one directory per name)
+pass, built the first time a directory needs names past its first run). Memory is the
+directories and, when built, 4 bytes a name, within a share of the output: past it (a
+listing with nearly one directory per name, or of millions of very short names)
 :func:`sample` returns None and the caller balances the top-level entries only.
 """
 
@@ -182,7 +182,7 @@ class _Picks:
         if self.members is None:
             # Loaded on first use: NumPy stays out of the light imports of results/.
             members = import_module("fs_search.activities.results._glob_members")
-            if members.PER_NAME * self.total > self.room:
+            if members.cost(self.total, len(self.tree.own), len(self.names)) > self.room:
                 raise _TooCostly
             self.members = members.Members(self.names, self.tree, self.total)
         return self.members

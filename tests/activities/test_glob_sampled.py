@@ -86,7 +86,7 @@ async def test_past_the_samplers_budget_the_footer_says_top_level_only(tmp_path,
     names = issue_136()
     ws = write_tree(tmp_path / "ws", {n.decode(): "" for n in names})
     acts = await make_activities(ws, sample_over_cap_glob_results=True)
-    with mock.patch.object(glob_members, "PER_NAME", 1 << 40):
+    with mock.patch.object(glob_members, "cost", lambda *_: 1 << 40):
         r = await ActivityEnvironment().run(acts.glob, GlobRequest(pattern="*.z"))
     per_dir = Counter(p.rpartition("/")[0] for p in r.paths)
     assert r.sampled and [per_dir[f"t0/s{s}"] for s in range(3)] == [29, 3, 2]

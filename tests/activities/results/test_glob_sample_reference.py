@@ -137,8 +137,7 @@ def test_a_sampled_page_of_a_large_listing_is_the_reference_allocation(names, ca
 @given(names=listings(largest=600), cap=CAPS)
 def test_small_windows_give_the_same_page(names, cap):
     """Directories found and names indexed in tiny windows: the same page."""
-    small = {"_WINDOW": 7, "_NUL_WINDOW": 5, "_GATHER": 3}
-    with mock.patch.multiple(glob_members, **small):
+    with mock.patch.object(glob_members, "_WINDOW", 7):
         with mock.patch.multiple(glob_tree, _WINDOW=7, _NAMES_WINDOW=5):
             assert digested(names, cap).page == plain_page(names, cap)
 
@@ -162,7 +161,7 @@ def test_past_the_budget_for_the_names_index_the_top_level_only_and_the_footer_s
     """When indexing every name would cost more than the sampler's budget, the page is
     balanced between the top-level entries only, and the footer says just that."""
     names = issue_136()
-    with mock.patch.object(glob_members, "PER_NAME", 1 << 40):
+    with mock.patch.object(glob_members, "cost", lambda *_: 1 << 40):
         got = digested(names, 100)
     assert got.page == top_level_page(names, cap=100) and got.page.top_level_only
     text = render.glob_text(got.shown, got.page, total=136, root=".", spill=None)
