@@ -28,6 +28,7 @@ import stat
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Literal
 
 from opentelemetry import metrics
@@ -74,6 +75,10 @@ DEFAULT_SCAN_INTERVAL_S = 2.0
 # looking live, RETRY_MIN_S doubling per refusal), at most RETRY_MAX_S later.
 RETRY_MIN_S = 10.0
 RETRY_MAX_S = 300.0
+# After the drain, what the host queue's worker still runs is cancelled: a detached workspace's
+# directory stays open this much longer, so those calls end cancelled (and are retried), never
+# failing on a closed directory.
+CANCEL_GRACE_S = 5.0
 
 QueueMode = Literal["workspace", "host", "both"]
 QUEUE_MODES: tuple[QueueMode, ...] = ("workspace", "host", "both")
@@ -181,6 +186,8 @@ class Fleet:
         queues: ``workspace`` (default): one queue per workspace; ``host``: the host's one
             queue ``fs-search-host/<host-id>``, every request naming its workspace;
             ``both``: all of them (a migration).
+        drain: how long running calls may take to finish once stopped or detached (default
+            and at most: a call's budget at the cap, and its reserve).
     """
 
     def __init__(
@@ -193,6 +200,7 @@ class Fleet:
         host_id: str | None = None,
         owners: QueueOwners | None = None,
         queues: QueueMode = "workspace",
+        drain: timedelta | None = None,
     ) -> None:
         if queues not in QUEUE_MODES:
             raise ValueError(f"queues must be one of {', '.join(QUEUE_MODES)} (got {queues!r})")
@@ -223,8 +231,10 @@ class Fleet:
             local_activity_supplier=FixedSizeSlotSupplier(1),
             nexus_supplier=FixedSizeSlotSupplier(1),
         )
-        # Detaching lets running calls finish.
+        # Detaching lets running calls finish (at most ``drain``, the drain timeout).
         self.drain = drain_for(config.timeout_ms)
+        if drain is not None:
+            self.drain = min(self.drain, drain)
         self.attached: dict[str, _Attached] = {}
         # The root, held from the first scan on: every entry is resolved beneath it.
         self._root: HeldRoot | None = None
@@ -456,7 +466,10 @@ class Fleet:
         if attached is None:
             return
         log.info("detaching workspace %s (%s)", workspace_id, escaped(attached.path))
-        task = asyncio.create_task(_stop(workspace_id, attached, self.drain.total_seconds()))
+        # Calls the host queue handed to it get the drain too, and then the moment the host
+        # queue's worker takes to cancel what is left, before the directory is closed.
+        wait = self.drain.total_seconds() + CANCEL_GRACE_S
+        task = asyncio.create_task(_stop(workspace_id, attached, wait))
         self._draining.add(task)
         self._stopping[workspace_id] = task
 
@@ -518,14 +531,15 @@ class Fleet:
         for task in attaching:
             task.cancel()
         await asyncio.gather(*attaching, return_exceptions=True)
+        # Every queue stops at once: its running calls share one drain.
+        stopping = []
         if host is not None:
             worker, polling = host
-            await worker.shutdown()
-            await asyncio.gather(polling, return_exceptions=True)
+            stopping = [asyncio.create_task(worker.shutdown()), polling]
         for workspace_id in list(self.attached):
             self.detach(workspace_id)
-        if self._draining:
-            await asyncio.gather(*self._draining, return_exceptions=True)
+        if self._draining or stopping:
+            await asyncio.gather(*stopping, *self._draining, return_exceptions=True)
         if self._root is not None:
             self._root.close()
 
@@ -599,16 +613,29 @@ async def serve_root(
     on_ready: Callable[[], None] | None = None,
     host_id: str | None = None,
     queues: QueueMode = "workspace",
+    stop: asyncio.Event | None = None,
+    drain: timedelta | None = None,
+    watch: Callable[[Fleet], None] | None = None,
 ) -> None:
-    """Serve every workspace under ``root`` until SIGINT/SIGTERM, then drain them all.
+    """Serve every workspace under ``root`` until SIGINT/SIGTERM (or ``stop`` is set), then
+    drain them all (running calls have ``drain`` to finish, see :class:`Fleet`).
 
     ``host_id``: this host (default ``FS_SEARCH_HOST_ID`` or the host name); ``queues``:
-    which queues to poll (see :class:`Fleet`)."""
-    stop = stop_on_signals()
+    which queues to poll (see :class:`Fleet`); ``watch``: given the fleet before it runs
+    (the worker's metrics read it)."""
+    stop = stop or stop_on_signals()
     raise_open_files_limit()
     fleet = Fleet(
-        client, services, root, scan_interval=scan_interval, host_id=host_id, queues=queues
+        client,
+        services,
+        root,
+        scan_interval=scan_interval,
+        host_id=host_id,
+        queues=queues,
+        drain=drain,
     )
+    if watch is not None:
+        watch(fleet)
     async with maintenance(services):
         warming = asyncio.create_task(services.offload.warm())
         log.info(
