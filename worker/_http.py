@@ -4,8 +4,9 @@ A small server on the worker's own event loop (``asyncio.start_server``), becaus
 answers is what the loop knows: a probe answered proves the loop turns, and a blocked loop
 answers nothing (the probe times out, as it should). It never delays a search:
 
-* at most :data:`MAX_CONNECTIONS` connections at once; one more is closed as soon as it is
-  accepted (a flood costs an accept and a close each);
+* at most :data:`MAX_CONNECTIONS` connections at once; one more closes the one that has
+  waited longest without sending a request (else it is closed itself): a flood costs an
+  accept and a close each, and cannot keep a probe out;
 * a request head must arrive within :data:`READ_TIMEOUT_S` and fit :data:`MAX_HEAD_BYTES`;
   an answer must be taken within :data:`WRITE_TIMEOUT_S` (a slow client is dropped);
 * a scrape is rendered in a thread of its own (one at a time; scrapes that arrive meanwhile
@@ -77,6 +78,8 @@ class HttpServer:
         self.refused = 0
         self._render: concurrent.futures.ThreadPoolExecutor | None = None
         self._scrape: asyncio.Future[bytes] | None = None
+        # Connections that have sent no complete request yet, oldest first.
+        self._idle: dict[asyncio.StreamWriter, None] = {}
 
     @contextlib.asynccontextmanager
     async def serving(self) -> AsyncIterator[HttpServer]:
@@ -106,17 +109,27 @@ class HttpServer:
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.connections >= MAX_CONNECTIONS:
+            # Full: the connection that has waited longest without a request makes room (a
+            # flood of idle connections cannot keep a probe out); else the new one goes.
+            if not self._idle:
+                self.refused += 1
+                writer.transport.abort()
+                return
+            oldest = next(iter(self._idle))
+            del self._idle[oldest]
+            oldest.transport.abort()
             self.refused += 1
-            writer.transport.abort()
-            return
         self.connections += 1
         done = False
         try:
+            self._idle[writer] = None
             try:
                 async with asyncio.timeout(READ_TIMEOUT_S):
                     head = await reader.readuntil(b"\r\n\r\n")
             except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
                 return
+            finally:
+                self._idle.pop(writer, None)
             status, content_type, body, head_only = await self._answer(head)
             headers = (
                 f"HTTP/1.1 {status} {_REASONS[status]}\r\n"

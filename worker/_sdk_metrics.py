@@ -24,11 +24,11 @@ import collections
 import contextlib
 import logging
 import threading
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 from temporalio.runtime import (
     BUFFERED_METRIC_KIND_COUNTER,
@@ -254,41 +254,37 @@ class SdkMetrics(Collector):
                 del family.gauges[own]
 
 
-def _snapshot(family: _Family) -> Any:
-    """One family as prometheus_client reports it (None: nothing recorded yet)."""
+def _snapshot(family: _Family) -> Metric | None:
+    """One family as prometheus_client reports it (None: nothing recorded yet). The SDK
+    labels a metric's series differently (a request with or without a queue): each sample
+    carries its own labels."""
+    name = family.name
     if family.kind == BUFFERED_METRIC_KIND_COUNTER:
         if not family.counters:
             return None
-        counters = family.counters
-        counter = CounterMetricFamily(family.name, family.description, labels=_keys(counters))
-        for labels, value in counters.items():
-            counter.add_metric([v for _, v in labels], value)
-        return counter
+        out = Metric(name, family.description, "counter")
+        for labels, value in family.counters.items():
+            out.add_sample(f"{name}_total", dict(labels), value)
+        return out
     if family.kind == BUFFERED_METRIC_KIND_GAUGE:
         if not family.gauges:
             return None
         summed: dict[Labels, float] = collections.defaultdict(float)
         for shown, value in family.gauges.values():
             summed[shown] += value
-        gauge = GaugeMetricFamily(family.name, family.description, labels=_keys(summed))
+        out = Metric(name, family.description, "gauge")
         for labels, value in summed.items():
-            gauge.add_metric([v for _, v in labels], value)
-        return gauge
+            out.add_sample(name, dict(labels), value)
+        return out
     if not family.histograms:
         return None
-    histograms = family.histograms
-    out = HistogramMetricFamily(family.name, family.description, labels=_keys(histograms))
-    for labels, histogram in histograms.items():
-        out.add_metric([v for _, v in labels], _cumulative(histogram.counts), histogram.total)
+    out = Metric(name, family.description, "histogram")
+    for labels, histogram in family.histograms.items():
+        for bound, count in _cumulative(histogram.counts):
+            out.add_sample(f"{name}_bucket", {**dict(labels), "le": bound}, count)
+        out.add_sample(f"{name}_count", dict(labels), float(sum(histogram.counts)))
+        out.add_sample(f"{name}_sum", dict(labels), histogram.total)
     return out
-
-
-def _keys(series: Mapping[Labels, Any]) -> list[str]:
-    """The label names of a family's series (the SDK gives every series of a metric the same
-    names; one that differs is reported under the first one's names)."""
-    for labels in series:
-        return [k for k, _ in labels]
-    return []
 
 
 def _cumulative(counts: Sequence[int]) -> list[tuple[str, float]]:
