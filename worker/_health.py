@@ -44,6 +44,11 @@ STORE_TIMEOUT_S = 5.0
 OK = "ok"
 # The executor's running slots are shared with the searches: the probe takes its turn.
 PROBE_KEY = "fs-search:readiness"
+# What a check says before it knows (not logged: a worker starting up).
+NOT_CONNECTED = "not connected yet"
+NOT_POLLING = "connected, not polling yet"
+NOT_CHECKED = "not checked yet"
+PENDING = frozenset({NOT_CONNECTED, NOT_POLLING, NOT_CHECKED})
 
 
 @dataclass
@@ -58,15 +63,16 @@ class Health:
     storage: Storage | None = None
     checks: dict[str, str] = field(
         default_factory=lambda: {
-            "temporal": "not connected yet",
-            "rg": "not checked yet",
-            "store": "not checked yet",
+            "temporal": NOT_CONNECTED,
+            "rg": NOT_CHECKED,
+            "store": NOT_CHECKED,
         }
     )
     drain: str = OK
     started_polling: bool = False
     launcher: str = OK
     _answering: bool = False  # the server answered the last check
+    _failing: set[str] = field(default_factory=set)
 
     def polling(self) -> None:
         """The worker's Temporal workers have started polling."""
@@ -104,13 +110,17 @@ class Health:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     def _set(self, check: str, state: str) -> None:
+        """A check's new state, logged when it turns bad, and when it is ok again."""
         before = self.checks.get(check)
         self.checks[check] = state
-        if before != state and before is not None and not before.startswith("not "):
-            if state == OK:
-                log.info("readiness: %s is ok again", check)
-            else:
-                log.warning("readiness: %s: %s", check, state)
+        if state == before or state in PENDING:
+            return
+        if state != OK:
+            self._failing.add(check)
+            log.warning("readiness: %s: %s", check, state)
+        elif check in self._failing:
+            self._failing.discard(check)
+            log.info("readiness: %s is ok again", check)
 
     async def _check_temporal(self) -> bool:
         if self.client is None:
@@ -126,7 +136,7 @@ class Health:
             self._set("temporal", f"the Temporal server does not answer ({_short(e)})")
             return True
         self._answering = True
-        self._set("temporal", OK if self.started_polling else "connected, not polling yet")
+        self._set("temporal", OK if self.started_polling else NOT_POLLING)
         return True
 
     async def _check_rg(self) -> bool:
