@@ -88,7 +88,6 @@ class _Family:
     kind: int
     description: str
     scale: float  # multiplies each value: 0.001 for a histogram in milliseconds
-    metric: Any  # the core's metric object, kept so that its id stays its own
     counters: dict[Labels, float] = field(default_factory=dict)
     # Gauges: the latest value of each series as the SDK labels it (summed over the workspace
     # queues when reported).
@@ -129,7 +128,8 @@ class SdkMetrics(Collector):
         # Whether a workspace queue still has its worker (None: all have). A gauge of one
         # that does not (a detached workspace) no longer counts.
         self.live_queue: Callable[[str], bool] | None = None
-        self._families: dict[int, _Family] = {}
+        self._families: dict[str, _Family] = {}
+        self._by_id: dict[int, tuple[Any, _Family]] = {}
         self._labels: dict[int, tuple[Any, Labels, Labels]] = {}
         self._tees: list[_Tee] = []
         self._lock = threading.Lock()
@@ -184,18 +184,22 @@ class SdkMetrics(Collector):
 
     def _family(self, update: BufferedMetricUpdate) -> _Family:
         metric = update.metric
-        found = self._families.get(id(metric))
-        if found is None:
-            # The core hands the same object for the same metric: keep it, so its id stays its.
-            found = _Family(
-                name=_prometheus_name(metric.name, metric.kind, metric.unit),
-                kind=metric.kind,
-                description=metric.description or metric.name,
-                scale=0.001 if metric.unit == "ms" else 1.0,
-                metric=metric,
-            )
-            self._families[id(metric)] = found
-        return found
+        found = self._by_id.get(id(metric))
+        if found is None or found[0] is not metric:
+            # Each Temporal worker has its own metric objects: one family per name.
+            name = _prometheus_name(metric.name, metric.kind, metric.unit)
+            family = self._families.get(name)
+            if family is None:
+                family = self._families[name] = _Family(
+                    name=name,
+                    kind=metric.kind,
+                    description=metric.description or metric.name,
+                    scale=0.001 if metric.unit == "ms" else 1.0,
+                )
+            # The core hands the same object for the same metric: kept, so its id stays its.
+            found = (metric, family)
+            self._by_id[id(metric)] = found
+        return found[1]
 
     def _labels_of(self, attributes: Any) -> tuple[Labels, Labels]:
         """(the series as the SDK labels it, as reported) for an attribute set (the core

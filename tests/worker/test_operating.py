@@ -24,6 +24,7 @@ from temporalio.worker import Worker
 
 from fs_search.worker._binaries import require_binary
 from fs_search.worker._processes import free_port
+from tests.conftest import session_plugin
 from tests.helpers import write_tree
 from tests.procs import WorkerProcess, alive, wait_until
 from tests.workflows_under_test import Calls, CallsWorkflow, Options
@@ -62,7 +63,10 @@ def operated(
         ws,
         address,
         workspace_id,
-        env={"FS_SEARCH_SPILL_URL": f"file://{ws.parent}/spill-{uuid.uuid4().hex[:6]}", **(env or {})},
+        env={
+            "FS_SEARCH_SPILL_URL": f"file://{ws.parent}/spill-{uuid.uuid4().hex[:6]}",
+            **(env or {}),
+        },
         args=("--sample-over-cap-glob-results", "--http", "127.0.0.1:0", *args),
         ready_timeout=90,
     )
@@ -126,7 +130,9 @@ async def test_the_three_endpoints(dev_env, tmp_path):
         url = http_of(worker)
         assert await asyncio.to_thread(get, url + "/livez") == (
             200,
-            json.dumps({"alive": True, "checks": {"event_loop": "ok", "rg_launcher": "ok"}}, indent=1)
+            json.dumps(
+                {"alive": True, "checks": {"event_loop": "ok", "rg_launcher": "ok"}}, indent=1
+            )
             + "\n",
         )
         await asyncio.to_thread(wait_until, lambda: get(url + "/readyz")[0] == 200, 30)
@@ -168,7 +174,14 @@ async def test_the_three_endpoints(dev_env, tmp_path):
     assert sample(scrape, "fs_search_ready") == 1
     assert sample(scrape, "fs_search_workspaces_attached") == 1
     assert sample(scrape, "fs_search_slots_capacity", slot="running") == 16
-    assert sample(scrape, "temporal_activity_execution_latency_seconds_count", task_queue=f"fs-search/{wsid}") == 1
+    assert (
+        sample(
+            scrape,
+            "temporal_activity_execution_latency_seconds_count",
+            task_queue=f"fs-search/{wsid}",
+        )
+        == 1
+    )
     if PROMTOOL:
         promtool_check(scrape)
 
@@ -195,7 +208,9 @@ async def test_a_scrape_passes_promtool_after_failures_and_spills(dev_env, tmp_p
     finally:
         worker.terminate()
     promtool_check(scrape)
-    assert sample(scrape, "fs_search_calls_total", tool="grep", outcome="SEARCH_INVALID_PATTERN") == 1
+    assert (
+        sample(scrape, "fs_search_calls_total", tool="grep", outcome="SEARCH_INVALID_PATTERN") == 1
+    )
     assert sample(scrape, "fs_search_spills_total", store="file", outcome="ok") == 1
 
 
@@ -222,14 +237,20 @@ async def test_readiness_follows_the_temporal_server(tmp_path):
     def start() -> subprocess.Popen:
         env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
         return subprocess.Popen(
-            argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True
+            argv,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
         )
 
     async def connected() -> Client:
         deadline = time.monotonic() + 60
         while True:
             try:
-                client = await Client.connect(f"127.0.0.1:{port}")
+                client = await Client.connect(
+                    f"127.0.0.1:{port}", plugins=[session_plugin(tmp_path / "payloads")]
+                )
                 if await client.service_client.check_health():
                     return client
             except RuntimeError:
@@ -268,7 +289,9 @@ async def test_readiness_follows_the_temporal_server(tmp_path):
                 90,
             )
         assert not result.is_error, result.text
-        print(f"not ready {took:.1f} s after the server stopped; ready {back:.1f} s after it was back")
+        print(
+            f"not ready {took:.1f} s after the server stopped; ready {back:.1f} s after it was back"
+        )
     finally:
         if worker is not None:
             worker.terminate()
@@ -291,7 +314,7 @@ async def test_sigterm_lets_a_running_grep_finish_and_the_next_worker_serves_wha
     every match), the worker exits 0; a call made during the drain waits in Temporal and
     the next worker of the workspace serves it."""
     ws = tmp_path / "ws"
-    slow_file(ws / "slow.bin")
+    slow_file(ws / "slow.bin", gigabytes=2)  # ~5 s of rg
     (ws / "small.txt").write_text("needle small\n")
     wsid = f"drain-{uuid.uuid4().hex[:8]}"
     address = _address(dev_env.client)
@@ -303,7 +326,12 @@ async def test_sigterm_lets_a_running_grep_finish_and_the_next_worker_serves_wha
         options = Options(workspace_id=wsid, timeout_ms=60_000)
         async with Worker(dev_env.client, task_queue=queue, workflows=[CallsWorkflow]):
             slow = asyncio.create_task(
-                _call(dev_env.client, queue, options, ("grep", {"pattern": "needle", "path": "slow.bin"}))
+                _call(
+                    dev_env.client,
+                    queue,
+                    options,
+                    ("grep", {"pattern": "needle", "path": "slow.bin"}),
+                )
             )
             await asyncio.to_thread(wait_until, lambda: first.rg_processes(), 60)
             rg = first.rg_processes()
@@ -313,7 +341,12 @@ async def test_sigterm_lets_a_running_grep_finish_and_the_next_worker_serves_wha
             assert status == 503 and json.loads(body)["checks"]["drain"].startswith("draining")
             assert (await asyncio.to_thread(get, url + "/livez"))[0] == 200
             queued = asyncio.create_task(
-                _call(dev_env.client, queue, options, ("grep", {"pattern": "needle", "path": "small.txt"}))
+                _call(
+                    dev_env.client,
+                    queue,
+                    options,
+                    ("grep", {"pattern": "needle", "path": "small.txt"}),
+                )
             )
             result = await asyncio.wait_for(slow, 90)
             code = await asyncio.to_thread(first.proc.wait, 60)
@@ -395,16 +428,27 @@ async def test_a_rolling_restart_of_a_host_worker_fails_no_call(dev_env, tmp_pat
         while not stop.is_set():
             started = time.monotonic()
             result = await _call(dev_env.client, queue, options, call)
-            results.append((workspace, result.is_error, time.monotonic() - started, result.text[:300]))
+            results.append(
+                (workspace, result.is_error, time.monotonic() - started, result.text[:300])
+            )
 
     restarts = []
     try:
-        async with Worker(dev_env.client, task_queue=queue, workflows=[CallsWorkflow], max_concurrent_workflow_tasks=8):
+        async with Worker(
+            dev_env.client,
+            task_queue=queue,
+            workflows=[CallsWorkflow],
+            max_concurrent_workflow_tasks=8,
+        ):
             loops = [
                 asyncio.create_task(loop("small", ("grep", {"pattern": "needle"}))),
                 asyncio.create_task(loop("small", ("glob", {"pattern": "*.txt"}))),
-                asyncio.create_task(loop("big", ("grep", {"pattern": "needle", "path": "slow.bin"}))),
-                asyncio.create_task(loop("big", ("grep", {"pattern": "needle", "path": "slow.bin"}))),
+                asyncio.create_task(
+                    loop("big", ("grep", {"pattern": "needle", "path": "slow.bin"}))
+                ),
+                asyncio.create_task(
+                    loop("big", ("grep", {"pattern": "needle", "path": "slow.bin"}))
+                ),
             ]
             for _ in range(2):
                 await asyncio.sleep(4)
@@ -458,7 +502,10 @@ async def test_forty_workspaces_leave_no_workspace_id_in_any_label(dev_env, tmp_
         async with Worker(dev_env.client, task_queue=queue, workflows=[CallsWorkflow]):
             for wid in ids[:5]:
                 result = await _call(
-                    dev_env.client, queue, Options(workspace_id=wid), ("grep", {"pattern": "needle"})
+                    dev_env.client,
+                    queue,
+                    Options(workspace_id=wid),
+                    ("grep", {"pattern": "needle"}),
                 )
                 assert not result.is_error, result.text
         await asyncio.sleep(1.5)
@@ -467,9 +514,12 @@ async def test_forty_workspaces_leave_no_workspace_id_in_any_label(dev_env, tmp_
         worker.terminate()
     assert token not in scrape, [line for line in scrape.splitlines() if token in line][:5]
     assert sample(scrape, "fs_search_calls_total", tool="grep", outcome="ok") == 5
-    assert sample(
-        scrape, "temporal_activity_execution_latency_seconds_count", task_queue="fs-search/*"
-    ) == 5
+    assert (
+        sample(
+            scrape, "temporal_activity_execution_latency_seconds_count", task_queue="fs-search/*"
+        )
+        == 5
+    )
     assert sample(scrape, "temporal_num_pollers", task_queue="fs-search/*") >= 40
     if PROMTOOL:
         promtool_check(scrape)
