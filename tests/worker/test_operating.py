@@ -314,11 +314,12 @@ async def test_sigterm_lets_a_running_grep_finish_and_the_next_worker_serves_wha
     every match), the worker exits 0; a call made during the drain waits in Temporal and
     the next worker of the workspace serves it."""
     ws = tmp_path / "ws"
-    slow_file(ws / "slow.bin", gigabytes=2)  # ~5 s of rg
+    slow_file(ws / "slow.bin", gigabytes=1.5)  # ~5 s of rg on a quiet machine
     (ws / "small.txt").write_text("needle small\n")
     wsid = f"drain-{uuid.uuid4().hex[:8]}"
     address = _address(dev_env.client)
-    first = await asyncio.to_thread(operated, ws, address, wsid)
+    # A drain long enough for the grep on a busy machine too.
+    first = await asyncio.to_thread(operated, ws, address, wsid, args=("--drain-timeout", "90"))
     second = None
     try:
         url = http_of(first)
@@ -348,7 +349,7 @@ async def test_sigterm_lets_a_running_grep_finish_and_the_next_worker_serves_wha
                     ("grep", {"pattern": "needle", "path": "small.txt"}),
                 )
             )
-            result = await asyncio.wait_for(slow, 90)
+            result = await asyncio.wait_for(slow, 120)
             code = await asyncio.to_thread(first.proc.wait, 60)
             drained = time.monotonic() - signalled
             assert not queued.done(), "the draining worker took a new call"
