@@ -524,3 +524,66 @@ async def test_forty_workspaces_leave_no_workspace_id_in_any_label(dev_env, tmp_
     assert sample(scrape, "temporal_num_pollers", task_queue="fs-search/*") >= 40
     if PROMTOOL:
         promtool_check(scrape)
+
+
+async def test_the_opentelemetry_export_keeps_working_beside_the_scrape(dev_env, tmp_path):
+    """OTEL_METRICS_EXPORTER=otlp and --http together: the scrape has fs-search's and the
+    SDK's metrics, and the OTLP export (flushed at exit) still gets both too."""
+    import http.server
+    import threading
+
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+        ExportMetricsServiceRequest,
+    )
+
+    received: list[bytes] = []
+
+    class Collector(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's naming
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            if self.path == "/v1/metrics":
+                received.append(body)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    collector = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Collector)
+    threading.Thread(target=collector.serve_forever, daemon=True).start()
+    ws = write_tree(tmp_path / "ws", {"a.txt": "needle\n"})
+    wsid = f"otel-{uuid.uuid4().hex[:8]}"
+    env = {
+        "OTEL_METRICS_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{collector.server_address[1]}",
+    }
+    try:
+        worker = await asyncio.to_thread(operated, ws, _address(dev_env.client), wsid, env=env)
+        try:
+            url = http_of(worker)
+            queue = f"wf-{uuid.uuid4()}"
+            async with Worker(dev_env.client, task_queue=queue, workflows=[CallsWorkflow]):
+                result = await _call(
+                    dev_env.client,
+                    queue,
+                    Options(workspace_id=wsid),
+                    ("grep", {"pattern": "needle"}),
+                )
+            assert not result.is_error
+            await asyncio.sleep(1.5)
+            scrape = (await asyncio.to_thread(get, url + "/metrics"))[1]
+        finally:
+            assert worker.terminate() == 0
+    finally:
+        collector.shutdown()
+    assert sample(scrape, "fs_search_calls_total", tool="grep", outcome="ok") == 1
+    assert "temporal_activity_execution_latency_seconds_count" in scrape
+    names = set()
+    for body in received:
+        request = ExportMetricsServiceRequest.FromString(body)
+        names |= {
+            m.name for rm in request.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+        }
+    assert {"fs_search.calls", "temporal_activity_execution_latency"} <= names, names
