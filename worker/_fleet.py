@@ -79,6 +79,8 @@ RETRY_MAX_S = 300.0
 # directory stays open this much longer, so those calls end cancelled (and are retried), never
 # failing on a closed directory.
 CANCEL_GRACE_S = 5.0
+# At most this long the host queue waits for the first scan's workspaces to attach.
+FIRST_ATTACH_S = 60.0
 
 QueueMode = Literal["workspace", "host", "both"]
 QUEUE_MODES: tuple[QueueMode, ...] = ("workspace", "host", "both")
@@ -519,6 +521,11 @@ class Fleet:
         if self.allow_shared:
             log.info("%s=1: task queues are not checked for other hosts", ALLOW_SHARED_ENV)
         await self.scan()
+        if self.queues != "workspace" and self._attaching:
+            # The host queue serves attached workspaces only: the first scan's are attached
+            # before it is polled, or a call that waited through a restart would find its
+            # workspace missing (a failure, not a wait).
+            await asyncio.wait(list(self._attaching.values()), timeout=FIRST_ATTACH_S)
         host = await self._start_host_queue()
         if on_ready:
             on_ready()

@@ -352,7 +352,9 @@ async def test_sigterm_lets_a_running_grep_finish_and_the_next_worker_serves_wha
             result = await asyncio.wait_for(slow, 120)
             code = await asyncio.to_thread(first.proc.wait, 60)
             drained = time.monotonic() - signalled
-            assert not queued.done(), "the draining worker took a new call"
+            if queued.done():
+                outcome = queued.exception() or queued.result().text[:500]
+                raise AssertionError(f"the call made during the drain ended early: {outcome}")
             second = await asyncio.to_thread(operated, ws, address, wsid)
             served = await asyncio.wait_for(queued, 90)
     finally:
