@@ -4,7 +4,9 @@ The first SIGTERM or SIGINT sets :attr:`Drain.stop` (the worker stops polling: T
 ``Worker.shutdown`` with a ``graceful_shutdown_timeout`` of the drain timeout, so the
 running calls go on heartbeating and finish, and whatever is still running when it ends is
 cancelled — rg killed, the call reported as a worker shutdown, which Temporal retries on the
-next worker) and calls :attr:`Drain.on_drain` (readiness fails at once). A second SIGTERM or
+next worker) and calls :attr:`Drain.on_drain` (readiness fails at once). A call that still
+reaches the worker (a poll already waiting at the server when polling stopped) is handed back at
+once (:meth:`Drain.plugin`). A second SIGTERM or
 SIGINT ends the process at once: every rg group it runs is killed, the :attr:`Drain.on_exit`
 callbacks run (a dev stack's servers stop), and the process exits ``128 + signal``.
 """
@@ -20,11 +22,23 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
+from temporalio.worker import (
+    ActivityInboundInterceptor,
+    ExecuteActivityInput,
+    Interceptor,
+)
 
 log = logging.getLogger(__name__)
 
 DEFAULT_DRAIN_TIMEOUT = timedelta(seconds=25)
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# What a call that reaches a draining worker fails with (retryable: Temporal brings it back
+# after HANDED_BACK_AFTER, to the next worker of its queue).
+DRAINING = "FS_SEARCH_WORKER_DRAINING"
+HANDED_BACK_AFTER = timedelta(seconds=1)
 
 
 @dataclass
@@ -44,6 +58,7 @@ class Drain:
     # Called before a second signal ends the process (stop servers this process started).
     on_exit: list[Callable[[], None]] = field(default_factory=list)
     started: float | None = None
+    handed_back: int = 0  # calls that reached the worker once draining, handed back
 
     def install(self) -> None:
         """Handle SIGTERM and SIGINT in the running loop."""
@@ -75,6 +90,15 @@ class Drain:
                 log.warning("drain callback failed: %s", e)
         self.stop.set()
 
+    def plugin(self) -> Any:
+        """A Temporal plugin for the worker's client: every worker made from it hands back a
+        call that reaches it once the drain has begun (a poll already waiting at the server
+        when polling stopped may still deliver one): a retryable failure that Temporal
+        retries after :data:`HANDED_BACK_AFTER`, on the next worker of the queue."""
+        from temporalio.plugin import SimplePlugin
+
+        return SimplePlugin("fs_search.drain", interceptors=[_Refuse(self)])
+
     def _signalled(self, sig: int) -> None:
         name = signal.Signals(sig).name
         if self.started is None:
@@ -105,3 +129,31 @@ class Drain:
                 print(f"fs-search: while stopping: {e}", file=sys.stderr, flush=True)
         sys.stdout.flush()
         os._exit(128 + sig)
+
+
+class _Refuse(Interceptor):
+    """Hands back every activity that starts once the drain has begun."""
+
+    def __init__(self, drain: Drain) -> None:
+        self.drain = drain
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        return _RefuseActivity(next, self.drain)
+
+
+class _RefuseActivity(ActivityInboundInterceptor):
+    def __init__(self, next: ActivityInboundInterceptor, drain: Drain) -> None:
+        super().__init__(next)
+        self.drain = drain
+
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        if self.drain.draining:
+            self.drain.handed_back += 1
+            raise ApplicationError(
+                "this fs-search worker is draining (shutting down): the call goes to the "
+                "next worker of its queue",
+                type=DRAINING,
+                next_retry_delay=HANDED_BACK_AFTER,
+                category=ApplicationErrorCategory.BENIGN,
+            )
+        return await self.next.execute_activity(input)

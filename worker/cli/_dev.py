@@ -113,7 +113,10 @@ async def run_dev(
             temporal_client = await connect(
                 address=temporal.address,
                 namespace="default",
-                plugins=[FsSearchPlugin(external_storage=services.storage)],
+                plugins=[
+                    FsSearchPlugin(external_storage=services.storage),
+                    operating.drain.plugin(),
+                ],
                 runtime=telemetry.runtime,
             )
             operating.watch_client(temporal_client)

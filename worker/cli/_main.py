@@ -205,7 +205,7 @@ async def _worker(args: argparse.Namespace) -> int:
             address=args.address,
             namespace=args.namespace,
             profile=args.profile,
-            plugins=[FsSearchPlugin(external_storage=services.storage)],
+            plugins=[FsSearchPlugin(external_storage=services.storage), operating.drain.plugin()],
             runtime=telemetry.runtime,
             timeout=timedelta(seconds=args.connect_timeout),
         )
