@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Literal, Self
 from urllib.parse import urlsplit
@@ -17,6 +18,8 @@ DISTRIBUTION = "fs-search-temporal"
 ENV_PREFIX = "FS_SEARCH_"
 SPILL_URL_ENV = "FS_SEARCH_SPILL_URL"
 S3_ENDPOINT_URL_ENV = "FS_SEARCH_S3_ENDPOINT_URL"
+# --http: a host (a name, an IPv4 address, [an IPv6 one], or nothing: every interface) and a port.
+_HOST_PORT = r"(\[[0-9A-Fa-f:.]+\]|[^\s:\[\]]*):([0-9]{1,5})"
 _SPILL_URL_FORMS = "file:///absolute/dir or s3://bucket/prefix"
 
 
@@ -153,6 +156,22 @@ class FsSearchConfig(StorageSettings):
     # Also serve the fs_search Nexus service's handler on this task queue (an endpoint's
     # target), for callers in other namespaces (docs/serving-other-namespaces.md). None: not served.
     nexus_queue: str | None = Field(None, min_length=1, pattern=r"^\S(.*\S)?$")
+    # Serve /livez, /readyz and /metrics on HOST:PORT (docs/operating.md). None: not served.
+    http: str | None = None
+    # Seconds running calls have to finish after SIGTERM before they are cancelled (and
+    # retried by Temporal on the next worker): within Kubernetes' default 30 s grace.
+    drain_timeout: float = Field(25.0, ge=0)
+    # Label the call counters of a --workspaces-root worker with each workspace's id (one
+    # series per workspace: off by default).
+    metrics_per_workspace: bool = False
+
+    @field_validator("http")
+    @classmethod
+    def _http(cls, address: str | None) -> str | None:
+        found = re.fullmatch(_HOST_PORT, address) if address is not None else None
+        if address is not None and (found is None or int(found.group(2)) > 65535):
+            raise ValueError("expected HOST:PORT (e.g. 0.0.0.0:9464; port 0: a free one)")
+        return address
 
     @property
     def accepted_searches(self) -> int:

@@ -521,6 +521,7 @@ class SearchActivities:
                 span.set_attribute("fs_search.outcome", "ok")
             finally:
                 span.set_attribute("fs_search.raw_bytes", progress.raw_bytes)
+                self.telemetry.record_rg(tool=tool, rg_started=progress.rg_started)
 
     @contextlib.contextmanager
     def _phase(self, name: str, progress: Progress) -> Iterator[Span]:

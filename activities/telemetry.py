@@ -7,7 +7,7 @@ import copy
 import hashlib
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Protocol
 
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, Status, StatusCode
@@ -19,6 +19,22 @@ INSTRUMENTATION = "fs_search"
 OK = "ok"
 CANCELLED = ErrorCode.SEARCH_ABORTED.value  # a cancelled call ends so for the caller
 _BENIGN = frozenset(code.value for code in BENIGN_CODES)
+
+
+class MetricsSink(Protocol):
+    """Where the calls' measurements also go besides OpenTelemetry (the worker's Prometheus
+    registry, ``worker/_metrics.py``)."""
+
+    def call(
+        self, *, tool: str, outcome: str, seconds: float, raw_bytes: int, workspace_id: str
+    ) -> None:
+        """One glob or grep call ended."""
+
+    def rg(self, *, tool: str, seconds: float) -> None:
+        """A call's rg ran this long (from its first rg's start to its last one's end)."""
+
+    def spill(self, *, store: str, ok: bool) -> None:
+        """A spill to ``store`` (its backend: ``file`` or ``s3``) was saved, or failed."""
 
 
 def pattern_digest(text: str) -> str:
@@ -37,6 +53,7 @@ class SearchTelemetry:
         meter_provider: default: the global one.
         trace_patterns: put pattern text in span attributes.
         workspace_id: the workspace of the calls, on every span and metric.
+        sink: where the measurements also go (None: OpenTelemetry only).
     """
 
     def __init__(
@@ -46,6 +63,7 @@ class SearchTelemetry:
         meter_provider: metrics.MeterProvider | None = None,
         trace_patterns: bool = False,
         workspace_id: str = "unknown",
+        sink: MetricsSink | None = None,
     ) -> None:
         self.tracer = trace.get_tracer(INSTRUMENTATION, tracer_provider=tracer_provider)
         meter = metrics.get_meter(INSTRUMENTATION, meter_provider=meter_provider)
@@ -60,6 +78,7 @@ class SearchTelemetry:
         )
         self.trace_patterns = trace_patterns
         self.workspace_id = workspace_id
+        self.sink = sink
 
     def for_workspace(self, workspace_id: str | None) -> SearchTelemetry:
         """The same tracer and instruments, labelled with ``workspace_id`` (None: unchanged)."""
@@ -96,9 +115,28 @@ class SearchTelemetry:
         """Count one call and record its duration and raw bytes."""
         workspace = {"fs_search.workspace_id": self.workspace_id}
         labels = {"fs_search.tool": tool, "fs_search.outcome": outcome, **workspace}
+        seconds = time.monotonic() - started
         self.calls.add(1, labels)
-        self.duration.record((time.monotonic() - started) * 1000, labels)
+        self.duration.record(seconds * 1000, labels)
         self.raw_bytes.record(raw_bytes, {"fs_search.tool": tool, **workspace})
+        if self.sink is not None:
+            self.sink.call(
+                tool=tool,
+                outcome=outcome,
+                seconds=seconds,
+                raw_bytes=raw_bytes,
+                workspace_id=self.workspace_id,
+            )
+
+    def record_rg(self, *, tool: str, rg_started: float | None) -> None:
+        """A call's rg time, from its first rg's start (None: no rg ran) to now."""
+        if self.sink is not None and rg_started is not None:
+            self.sink.rg(tool=tool, seconds=time.monotonic() - rg_started)
+
+    def record_spill(self, *, store: str, ok: bool) -> None:
+        """One spill saved (``ok``) or failed, to ``store``'s backend."""
+        if self.sink is not None:
+            self.sink.spill(store=store, ok=ok)
 
 
 def outcome_of(error: BaseException | None) -> str:

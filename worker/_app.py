@@ -386,8 +386,11 @@ async def run_until_signalled(
     workflows: Sequence[type] = (),
     on_ready: Callable[[], None] | None = None,
     host_id: str | None = None,
+    stop: asyncio.Event | None = None,
+    drain: timedelta = timedelta(0),
 ) -> None:
-    """Poll the workspace queue until SIGINT/SIGTERM, then shut down killing rg groups.
+    """Poll the workspace queue until SIGINT/SIGTERM (or ``stop`` is set), then shut down:
+    running calls have ``drain`` to finish, what is left is cancelled (rg groups killed).
 
     ``host_id``: this host (default ``FS_SEARCH_HOST_ID`` or the host name).
 
@@ -395,12 +398,17 @@ async def run_until_signalled(
         QueueTaken: a live worker of another host polls the queue (unless the settings'
             ``allow_shared_queue``); logged naming both, and nothing was polled.
     """
-    stop = stop_on_signals()
+    stop = stop or stop_on_signals()
     queue = task_queue_for(workspace_id)
     host_id = host_id or host_id_from_env()
     identity = identity_for(host_id)
     worker = new_worker(
-        client, activities, workspace_id=workspace_id, workflows=list(workflows), identity=identity
+        client,
+        activities,
+        workspace_id=workspace_id,
+        workflows=list(workflows),
+        identity=identity,
+        graceful_shutdown=drain,
     )
     async with maintenance(activities):
         await claim_queue(
@@ -433,5 +441,8 @@ async def run_until_signalled(
                 on_ready()
             await stop.wait()
             warming.cancel()
-            log.info("shutting down: cancelling running searches")
+            if drain > timedelta(0):
+                log.info("stopped polling; running searches have %s to finish", drain)
+            else:
+                log.info("shutting down: cancelling running searches")
     log.info("worker stopped")

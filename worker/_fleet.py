@@ -29,6 +29,7 @@ import stat
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Literal
 
 from opentelemetry import metrics
@@ -91,6 +92,12 @@ ON_THE_SPOT_WAIT_S = 10.0
 # looking live, RETRY_MIN_S doubling per refusal), at most RETRY_MAX_S later.
 RETRY_MIN_S = 10.0
 RETRY_MAX_S = 300.0
+# After the drain, what the host queue's worker still runs is cancelled: a detached workspace's
+# directory stays open this much longer, so those calls end cancelled (and are retried), never
+# failing on a closed directory.
+CANCEL_GRACE_S = 5.0
+# At most this long the host queue waits for the first scan's workspaces to attach.
+FIRST_ATTACH_S = 60.0
 
 QueueMode = Literal["workspace", "host", "both"]
 QUEUE_MODES: tuple[QueueMode, ...] = ("workspace", "host", "both")
@@ -231,6 +238,8 @@ class Fleet:
             ``both``: all of them (a migration).
         events: how changes under the root are learnt (default the config's
             ``root_events``): ``auto``, ``on`` or ``off`` (see ``worker/_root_events.py``).
+        drain: how long running calls may take to finish once stopped or detached (default
+            and at most: a call's budget at the cap, and its reserve).
     """
 
     def __init__(
@@ -244,6 +253,7 @@ class Fleet:
         owners: QueueOwners | None = None,
         queues: QueueMode = "workspace",
         events: EventsMode | None = None,
+        drain: timedelta | None = None,
     ) -> None:
         if queues not in QUEUE_MODES:
             raise ValueError(f"queues must be one of {', '.join(QUEUE_MODES)} (got {queues!r})")
@@ -274,8 +284,10 @@ class Fleet:
             local_activity_supplier=FixedSizeSlotSupplier(1),
             nexus_supplier=FixedSizeSlotSupplier(1),
         )
-        # Detaching lets running calls finish.
+        # Detaching lets running calls finish (at most ``drain``, the drain timeout).
         self.drain = drain_for(config.timeout_ms)
+        if drain is not None:
+            self.drain = min(self.drain, drain)
         self.attached: dict[str, _Attached] = {}
         # The root, held from the first scan on: every entry is resolved beneath it.
         self._root: HeldRoot | None = None
@@ -626,7 +638,10 @@ class Fleet:
         if attached is None:
             return
         log.info("detaching workspace %s (%s)", workspace_id, escaped(attached.path))
-        task = asyncio.create_task(_stop(workspace_id, attached, self.drain.total_seconds()))
+        # Calls the host queue handed to it get the drain too, and then the moment the host
+        # queue's worker takes to cancel what is left, before the directory is closed.
+        wait = self.drain.total_seconds() + CANCEL_GRACE_S
+        task = asyncio.create_task(_stop(workspace_id, attached, wait))
         self._draining.add(task)
         self._stopping[workspace_id] = task
 
@@ -785,6 +800,11 @@ class Fleet:
             self._open_root()
         self._watch()
         await self.scan()
+        if self.queues != "workspace" and self._attaching:
+            # The host queue serves attached workspaces only: the first scan's are attached
+            # before it is polled, or a call that waited through a restart would find its
+            # workspace missing (a failure, not a wait).
+            await asyncio.wait([a.task for a in self._attaching.values()], timeout=FIRST_ATTACH_S)
         host = await self._start_host_queue()
         if on_ready:
             on_ready()
@@ -815,14 +835,15 @@ class Fleet:
         for task in attaching:
             task.cancel()
         await asyncio.gather(*attaching, return_exceptions=True)
+        # Every queue stops at once: its running calls share one drain.
+        closing: list[asyncio.Future[Any]] = []
         if host is not None:
             worker, polling = host
-            await worker.shutdown()
-            await asyncio.gather(polling, return_exceptions=True)
+            closing = [asyncio.create_task(worker.shutdown()), polling]
         for workspace_id in list(self.attached):
             self.detach(workspace_id)
-        if self._draining:
-            await asyncio.gather(*self._draining, return_exceptions=True)
+        if self._draining or closing:
+            await asyncio.gather(*closing, *self._draining, return_exceptions=True)
         if self._events is not None:
             self._events.close()
             self._events = None
@@ -904,16 +925,29 @@ async def serve_root(
     on_ready: Callable[[], None] | None = None,
     host_id: str | None = None,
     queues: QueueMode = "workspace",
+    stop: asyncio.Event | None = None,
+    drain: timedelta | None = None,
+    watch: Callable[[Fleet], None] | None = None,
 ) -> None:
-    """Serve every workspace under ``root`` until SIGINT/SIGTERM, then drain them all.
+    """Serve every workspace under ``root`` until SIGINT/SIGTERM (or ``stop`` is set), then
+    drain them all (running calls have ``drain`` to finish, see :class:`Fleet`).
 
     ``host_id``: this host (default ``FS_SEARCH_HOST_ID`` or the host name); ``queues``:
-    which queues to poll (see :class:`Fleet`)."""
-    stop = stop_on_signals()
+    which queues to poll (see :class:`Fleet`); ``watch``: given the fleet before it runs
+    (the worker's metrics read it)."""
+    stop = stop or stop_on_signals()
     raise_open_files_limit()
     fleet = Fleet(
-        client, services, root, scan_interval=scan_interval, host_id=host_id, queues=queues
+        client,
+        services,
+        root,
+        scan_interval=scan_interval,
+        host_id=host_id,
+        queues=queues,
+        drain=drain,
     )
+    if watch is not None:
+        watch(fleet)
     async with maintenance(services):
         warming = asyncio.create_task(services.offload.warm())
         log.info(

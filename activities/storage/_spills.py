@@ -96,6 +96,7 @@ class Spills:
                 )
                 span.set_status(Status(StatusCode.ERROR, error))
             span.set_attribute("fs_search.spill.success", ref is not None)
+            self.telemetry.record_spill(store=self.store.backend, ok=ref is not None)
         note = results.SpillNote(
             locator=ref.locator if ref else None, hint=ref.hint if ref else None, error=error
         )

@@ -64,17 +64,24 @@ class SlowCall:
 
 @contextlib.asynccontextmanager
 async def _slow_call(
-    dev_env, tmp_path: Path, *, heartbeat_ms: int, timeout_ms: int = 20_000
+    dev_env,
+    tmp_path: Path,
+    *,
+    heartbeat_ms: int,
+    timeout_ms: int = 20_000,
+    env: dict[str, str] | None = None,
 ) -> AsyncIterator[SlowCall]:
     """A worker process running a grep over `slow_file` (seconds long), started and in rg.
 
-    ``timeout_ms``: the call's budget (the workers' cap is raised to it)."""
+    ``timeout_ms``: the call's budget (the workers' cap is raised to it); ``env``: more of
+    the workers' environment."""
     ws = tmp_path / "ws"
     slow_file(ws / "slow.bin")
     wsid, queue = f"slow-{uuid.uuid4()}", f"wf-{uuid.uuid4()}"
     env = {
         "FS_SEARCH_SPILL_URL": f"file://{tmp_path}/spill",
         "FS_SEARCH_TIMEOUT_MS": str(timeout_ms),
+        **(env or {}),
     }
     first = WorkerProcess(ws, _address(dev_env), wsid, env=env, ready_timeout=90)
     try:
@@ -146,13 +153,17 @@ async def test_backstop_kills_orphaned_rg_at_its_budget(dev_env, tmp_path, reque
 
 
 async def test_graceful_shutdown_kills_rg_and_the_retry_succeeds(dev_env, tmp_path):
-    """SIGTERM mid-search kills rg at once, reports a retryable worker shutdown, and the next
-    worker on the queue completes the call.
+    """SIGTERM mid-search with a drain shorter than the search: at the end of the drain rg
+    is killed, a retryable worker shutdown is reported, and the next worker on the queue
+    completes the call.
 
     The call's budget (120 s) is far beyond rg's ~8 s of CPU on the file, so the retry
     finishes on a busy machine too, and a worker that waited for the call instead of killing
-    rg would not stop within the bound below."""
-    async with _slow_call(dev_env, tmp_path, heartbeat_ms=5000, timeout_ms=120_000) as call:
+    rg at the end of its 1 s drain would not stop within the bound below."""
+    drain = {"FS_SEARCH_DRAIN_TIMEOUT": "1"}
+    async with _slow_call(
+        dev_env, tmp_path, heartbeat_ms=5000, timeout_ms=120_000, env=drain
+    ) as call:
         stopped = time.monotonic()
         assert await asyncio.to_thread(call.worker.terminate, 30) == 0
         assert time.monotonic() - stopped < 20

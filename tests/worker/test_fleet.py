@@ -378,7 +378,8 @@ async def test_sigterm_drains_every_workspace_and_leaves_no_rg(dev_env, tmp_path
     (root / "not valid!").mkdir()
     address = dev_env.client.service_client.config.target_host
     # Budgets far beyond the ~8 s of CPU each rg needs, so a busy machine finishes them too.
-    budget = {"FS_SEARCH_TIMEOUT_MS": "120000"}
+    # The drain as long as a call's budget.
+    budget = {"FS_SEARCH_TIMEOUT_MS": "120000", "FS_SEARCH_DRAIN_TIMEOUT": "125"}
     worker = WorkerProcess(root, address, None, env=budget, ready_timeout=90)
     queue = f"wf-{uuid.uuid4()}"
     try:

@@ -21,6 +21,7 @@ from fs_search.worker._app import build_services, default_workspace_id, run_unti
 from fs_search.worker._connect import TemporalUnreachable, connect
 from fs_search.worker._devstack import DevServer, SeaweedS3
 from fs_search.worker._fleet import serve_root
+from fs_search.worker._operating import Operating
 from fs_search.worker._otel_setup import telemetry_from_env
 from fs_search.worker._processes import port_is_free, usual_port
 from fs_search.worker._queue_owner import host_id_from_env
@@ -38,6 +39,8 @@ DEV_BUCKET = "fs-search"
 # Temporal's own defaults (`temporal server start-dev`): what every example connects to.
 DEFAULT_PORT = 7233
 DEFAULT_UI_PORT = 8233
+# The dev worker's /livez, /readyz and /metrics: a free loopback port (printed).
+DEV_HTTP = "127.0.0.1:0"
 # Where the dev worker serves the fs_search Nexus service, behind the endpoint "fs-search".
 DEV_NEXUS_QUEUE = "fs-search-nexus"
 # Local-only credentials: the dev S3 accepts any key, callers need some key to sign with.
@@ -94,14 +97,29 @@ async def run_dev(
             overrides["queues"] = queues
         config = FsSearchConfig.load(overrides=overrides)
         telemetry = telemetry_from_env()
-        async with telemetry.running():
-            services = await build_services(config, workspaces_root=workspaces_root is not None)
+        # The probes and metrics, at a free loopback port unless FS_SEARCH_HTTP names one.
+        operating = Operating(
+            config, workspaces_root=workspaces_root is not None, http=config.http or DEV_HTTP
+        )
+        operating.drain.on_exit += [s3.close, temporal.stop]
+        operating.adopt(telemetry)
+        async with telemetry.running(), operating.running():
+            services = await build_services(
+                config,
+                workspaces_root=workspaces_root is not None,
+                telemetry=operating.search_telemetry(),
+            )
+            operating.watch_services(services)
             temporal_client = await connect(
                 address=temporal.address,
                 namespace="default",
-                plugins=[FsSearchPlugin(external_storage=services.storage)],
+                plugins=[
+                    FsSearchPlugin(external_storage=services.storage),
+                    operating.drain.plugin(),
+                ],
                 runtime=telemetry.runtime,
             )
+            operating.watch_client(temporal_client)
             env = {
                 "TEMPORAL_ADDRESS": temporal.address,
                 "TEMPORAL_NAMESPACE": "default",
@@ -111,6 +129,7 @@ async def run_dev(
             }
 
             def ready() -> None:
+                operating.ready()
                 if env_file is not None:
                     try:
                         write_env_file(env_file, env)
@@ -118,7 +137,8 @@ async def run_dev(
                         raise EnvFileError(
                             f"--env-file {str(env_file)!r}: cannot be written ({e.strerror})"
                         ) from e
-                print(_banner(temporal, s3, serving, env, env_file, try_call), flush=True)
+                banner = _banner(temporal, s3, serving, env, env_file, try_call, operating.url)
+                print(banner, flush=True)
 
             await create_endpoint(
                 temporal_client,
@@ -140,6 +160,9 @@ async def run_dev(
                         host_id=host_id,
                         queues=config.queues,
                         on_ready=ready,
+                        stop=operating.stop,
+                        drain=operating.drain_timeout,
+                        watch=operating.watch_fleet,
                         **interval,
                     )
                     return 0
@@ -149,12 +172,15 @@ async def run_dev(
                     f"  Workspace id: {workspace_id} (task queue {task_queue_for(workspace_id)})"
                 )
                 try_call = f"grep TODO --workspace-id {workspace_id}"
+                operating.watch_workspace(activities)
                 await run_until_signalled(
                     temporal_client,
                     activities,
                     workspace_id=workspace_id,
                     on_ready=ready,
                     host_id=host_id,
+                    stop=operating.stop,
+                    drain=operating.drain_timeout,
                 )
     finally:
         s3.close()
@@ -222,15 +248,18 @@ def _banner(
     env: dict[str, str],
     env_file: Path | None,
     try_call: str,
+    http: str | None = None,
 ) -> str:
     exports = "\n".join(f"export {k}={v}" for k, v in env.items())
+    nexus = DEV_NEXUS_QUEUE
+    probes = f"\n  Worker HTTP:  {http}/livez /readyz /metrics (Prometheus)" if http else ""
     return f"""fs-search dev is running (Ctrl-C stops everything)
 
   Temporal UI:  {temporal.ui_url}
   Temporal:     {temporal.address} (namespace default)
   S3:           {s3.endpoint_url} (bucket {DEV_BUCKET}, data in {s3.data_dir})
 {serving}
-  Nexus:        endpoint {DEFAULT_ENDPOINT} -> namespace default, task queue {DEV_NEXUS_QUEUE}
+  Nexus:        endpoint {DEFAULT_ENDPOINT} -> namespace default, task queue {nexus}{probes}
 
 Environment for callers (fs-search CLI, your workers and clients with FsSearchPlugin):
 

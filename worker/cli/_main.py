@@ -165,6 +165,7 @@ async def _worker(args: argparse.Namespace) -> int:
     from fs_search.worker._app import build_services, default_workspace_id, run_until_signalled
     from fs_search.worker._connect import connect
     from fs_search.worker._fleet import serve_root
+    from fs_search.worker._operating import Operating
     from fs_search.worker._otel_setup import telemetry_from_env
     from fs_search.worker._queue_owner import HOST_ID_ENV, host_id_from_env
     from fs_search.worker._service_handler import serving_service
@@ -175,6 +176,9 @@ async def _worker(args: argparse.Namespace) -> int:
         overrides["queues"] = args.queues
     if args.nexus_queue:
         overrides["nexus_queue"] = args.nexus_queue
+    for key in ("http", "drain_timeout", "metrics_per_workspace"):
+        if getattr(args, key) is not None:
+            overrides[key] = getattr(args, key)
     config = FsSearchConfig.load(overrides=overrides)
     problem = _worker_args_problem(args)
     if problem:
@@ -184,16 +188,28 @@ async def _worker(args: argparse.Namespace) -> int:
         lambda name: args.host_id if name == HOST_ID_ENV and args.host_id else os.environ.get(name)
     )
     telemetry = telemetry_from_env()
-    async with telemetry.running(), contextlib.AsyncExitStack() as serving:
-        services = await build_services(config, workspaces_root=bool(args.workspaces_root))
+    operating = Operating(config, workspaces_root=bool(args.workspaces_root))
+    operating.adopt(telemetry)
+    async with (
+        telemetry.running(),
+        operating.running(),
+        contextlib.AsyncExitStack() as serving,
+    ):
+        services = await build_services(
+            config,
+            workspaces_root=bool(args.workspaces_root),
+            telemetry=operating.search_telemetry(),
+        )
+        operating.watch_services(services)
         client = await connect(
             address=args.address,
             namespace=args.namespace,
             profile=args.profile,
-            plugins=[FsSearchPlugin(external_storage=services.storage)],
+            plugins=[FsSearchPlugin(external_storage=services.storage), operating.drain.plugin()],
             runtime=telemetry.runtime,
             timeout=timedelta(seconds=args.connect_timeout),
         )
+        operating.watch_client(client)
         # The Nexus handler (--nexus-queue) runs beside any mode: it starts each call's
         # activity on the workspace's (or host's) queue, whoever serves it.
         await serving.enter_async_context(
@@ -208,12 +224,25 @@ async def _worker(args: argparse.Namespace) -> int:
                 args.workspaces_root,
                 host_id=host_id,
                 queues=config.queues,
+                stop=operating.stop,
+                drain=operating.drain_timeout,
+                watch=operating.watch_fleet,
+                on_ready=operating.ready,
                 **interval,
             )
             return EXIT_OK
         workspace_id = args.workspace_id or default_workspace_id(args.workspace)
         activities = services.activities_for(args.workspace, workspace_id)
-        await run_until_signalled(client, activities, workspace_id=workspace_id, host_id=host_id)
+        operating.watch_workspace(activities)
+        await run_until_signalled(
+            client,
+            activities,
+            workspace_id=workspace_id,
+            host_id=host_id,
+            stop=operating.stop,
+            drain=operating.drain_timeout,
+            on_ready=operating.ready,
+        )
     return EXIT_OK
 
 

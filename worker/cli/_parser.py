@@ -51,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="also serve the fs_search Nexus service on QUEUE, an endpoint's target, for "
         "callers in other namespaces (default: FS_SEARCH_NEXUS_QUEUE; none)",
     )
+    operating_args(w)
     connection_args(w, fallback=", then localhost:7233")
     env_file_arg(w)
     mode = w.add_mutually_exclusive_group()
@@ -193,6 +194,30 @@ def fleet_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--host-id",
         help="this host's id (default: FS_SEARCH_HOST_ID, then the host name)",
+    )
+
+
+def operating_args(p: argparse.ArgumentParser) -> None:
+    """A worker's probes, metrics and drain (docs/operating.md)."""
+    p.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="serve /livez, /readyz and /metrics (Prometheus) there (default: FS_SEARCH_HTTP; "
+        "none)",
+    )
+    p.add_argument(
+        "--drain-timeout",
+        type=float,
+        metavar="S",
+        help="on SIGTERM, seconds running calls have to finish before they are cancelled and "
+        "retried elsewhere (default: FS_SEARCH_DRAIN_TIMEOUT, then 25)",
+    )
+    p.add_argument(
+        "--metrics-per-workspace",
+        action="store_true",
+        default=None,
+        help="with --workspaces-root: label the call counters with each workspace's id (one "
+        "series per workspace; default: FS_SEARCH_METRICS_PER_WORKSPACE, then off)",
     )
 
 

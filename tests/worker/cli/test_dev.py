@@ -91,6 +91,12 @@ def test_dev_stack_serves_searches_with_s3_spills_and_stops_on_ctrl_c(tmp_path: 
         }
         with urllib.request.urlopen(ui, timeout=10) as response:
             assert response.status == 200
+        # The worker's probes and metrics, at a free loopback port the banner prints.
+        http = re.search(r"Worker HTTP:\s+(http://127\.0\.0\.1:\d+)/livez", text).group(1)
+        with urllib.request.urlopen(http + "/livez", timeout=10) as response:
+            assert response.status == 200
+        with urllib.request.urlopen(http + "/metrics", timeout=10) as response:
+            assert b"fs_search_workspaces_attached 1.0" in response.read()
 
         p = cli(
             "grep",
