@@ -21,7 +21,9 @@ namespace could not have asked. Calls are never checked otherwise (no describe p
 
 What a caller may ask is bounded (:class:`~fs_search.activities.budget.BackingOptions`):
 only the four fs_search activities, only on fs-search queues, with timeouts and attempts
-within limits; the request's own checks are the activity's.
+within limits; the request's own checks are the activity's. A cancel reaches only an
+activity the service started (:mod:`~fs_search.worker._own_operations`), and the handler's
+failures carry no stack trace (:mod:`~fs_search.worker._quiet_failures`).
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ from fs_search.activities.contract import (
 )
 from fs_search.activities.summaries import summary_of
 from fs_search.worker._app import temporal_worker
+from fs_search.worker._own_operations import ActivityOperation, activity_id_for
+from fs_search.worker._quiet_failures import quiet_client
 from fs_search.workflows import FsSearchService, GlobCall, GrepCall, ReadSpillCall, ToolsCall
 from fs_search.workflows._liveness import QueueLiveness, liveness_of, unserved
 
@@ -88,14 +92,32 @@ class FsSearchServiceHandler:
         self.cap_ms = cap_ms
         self._liveness = liveness
 
-    @nexus.temporal_operation
-    async def tools(
+    @nexusrpc.handler.operation_handler
+    def tools(self) -> nexusrpc.handler.OperationHandler[ToolsCall, ToolsResult]:
+        """The catalogue of the named workspace (``fs_search.tools``)."""
+        return ActivityOperation("tools", self._tools)
+
+    @nexusrpc.handler.operation_handler
+    def glob(self) -> nexusrpc.handler.OperationHandler[GlobCall, GlobResult]:
+        """glob in the named workspace (``fs_search.glob``)."""
+        return ActivityOperation("glob", self._glob)
+
+    @nexusrpc.handler.operation_handler
+    def grep(self) -> nexusrpc.handler.OperationHandler[GrepCall, GrepResult]:
+        """grep in the named workspace (``fs_search.grep``)."""
+        return ActivityOperation("grep", self._grep)
+
+    @nexusrpc.handler.operation_handler
+    def read_spill(self) -> nexusrpc.handler.OperationHandler[ReadSpillCall, ReadSpillResult]:
+        """A page of a spill artifact of the named workspace (``fs_search.read_spill``)."""
+        return ActivityOperation("read_spill", self._read_spill)
+
+    async def _tools(
         self,
         ctx: nexus.TemporalStartOperationContext,
         client: nexus.TemporalNexusClient,
         call: ToolsCall,
     ) -> nexus.TemporalOperationResult[ToolsResult]:
-        """The catalogue of the named workspace (``fs_search.tools``)."""
         request = (call.request or ToolsRequest()).model_copy(
             update={"workspace_id": call.workspace_id}
         )
@@ -103,40 +125,34 @@ class FsSearchServiceHandler:
             ctx, client, TOOLS_ACTIVITY, call, request, ToolsResult, "fs_search tools"
         )
 
-    @nexus.temporal_operation
-    async def glob(
+    async def _glob(
         self,
         ctx: nexus.TemporalStartOperationContext,
         client: nexus.TemporalNexusClient,
         call: GlobCall,
     ) -> nexus.TemporalOperationResult[GlobResult]:
-        """glob in the named workspace (``fs_search.glob``)."""
         request = call.request.model_copy(update={"workspace_id": call.workspace_id})
         return await self._start(
             ctx, client, GLOB_ACTIVITY, call, request, GlobResult, _summary(call, request)
         )
 
-    @nexus.temporal_operation
-    async def grep(
+    async def _grep(
         self,
         ctx: nexus.TemporalStartOperationContext,
         client: nexus.TemporalNexusClient,
         call: GrepCall,
     ) -> nexus.TemporalOperationResult[GrepResult]:
-        """grep in the named workspace (``fs_search.grep``)."""
         request = call.request.model_copy(update={"workspace_id": call.workspace_id})
         return await self._start(
             ctx, client, GREP_ACTIVITY, call, request, GrepResult, _summary(call, request)
         )
 
-    @nexus.temporal_operation
-    async def read_spill(
+    async def _read_spill(
         self,
         ctx: nexus.TemporalStartOperationContext,
         client: nexus.TemporalNexusClient,
         call: ReadSpillCall,
     ) -> nexus.TemporalOperationResult[ReadSpillResult]:
-        """A page of a spill artifact of the named workspace (``fs_search.read_spill``)."""
         request = call.request.model_copy(update={"workspace_id": call.workspace_id})
         return await self._start(
             ctx,
@@ -182,7 +198,7 @@ class FsSearchServiceHandler:
                 activity_name,
                 request,
                 # The Nexus request id: a retried start request finds the same activity.
-                id=f"fs-search-{activity_name.removeprefix('fs_search.')}-{ctx.request_id}",
+                id=activity_id_for(activity_name.removeprefix("fs_search."), ctx.request_id),
                 task_queue=backing.task_queue,
                 result_type=result_type,
                 start_to_close_timeout=backing.start_to_close,
@@ -229,7 +245,8 @@ def service_worker(client: Client, queue: str, *, cap_ms: int | None = None) -> 
     """A Worker serving the ``fs_search`` Nexus service on ``queue`` (no activities: each
     operation runs on the workspace's own queue)."""
     return temporal_worker(
-        client,
+        # Its failures reach callers of the endpoint: no stack traces (worker/_quiet_failures.py).
+        quiet_client(client),
         task_queue=queue,
         activities=[],
         nexus_service_handlers=[FsSearchServiceHandler(cap_ms=cap_ms)],
