@@ -33,11 +33,24 @@ from nexusrpc.handler import CancelOperationContext
 from temporalio import nexus
 from temporalio.service import RPCError, RPCStatusCode
 
-from fs_search.activities.contract import HOST_QUEUE_PREFIX, TASK_QUEUE_PREFIX
-from fs_search.workflows._service import ACTIVITY_OF_OPERATION
+from fs_search.activities.contract import (
+    GLOB_ACTIVITY,
+    GREP_ACTIVITY,
+    HOST_QUEUE_PREFIX,
+    READ_SPILL_ACTIVITY,
+    TASK_QUEUE_PREFIX,
+    TOOLS_ACTIVITY,
+)
 
 log = logging.getLogger(__name__)
 
+# The service's operations and the activity each starts (as FsSearchService names them).
+ACTIVITY_OF_OPERATION = {
+    "tools": TOOLS_ACTIVITY,
+    "glob": GLOB_ACTIVITY,
+    "grep": GREP_ACTIVITY,
+    "read_spill": READ_SPILL_ACTIVITY,
+}
 _In = TypeVar("_In")
 _Out = TypeVar("_Out")
 # The SDK's token type of a standalone activity (temporalio.nexus OperationTokenType.ACTIVITY).
