@@ -13,10 +13,11 @@ from typing import Any
 
 from pydantic import BaseModel
 from temporalio import workflow
+from temporalio.exceptions import NexusOperationError
 
 with workflow.unsafe.imports_passed_through():
     from fs_search.activities.contract import GrepRequest, GrepResult, ToolResult
-    from fs_search.workflows import FsSearchTools
+    from fs_search.workflows import FsSearchService, FsSearchTools, GrepCall
 
 NOOP_ACTIVITY = "bench.noop"
 PLAIN_RG_ACTIVITY = "bench.plain_rg"
@@ -129,4 +130,49 @@ class CancelOneWorkflow:
         return await task
 
 
-WORKFLOWS = [CallsWorkflow, NoopWorkflow, PlainRgWorkflow, CancelOneWorkflow]
+# Nexus operations one workflow may have open at once (the server's default limit, 30).
+NEXUS_PER_WORKFLOW = 30
+
+
+class NexusFlood(BaseModel):
+    """A hostile caller's operations on the fs_search endpoint: ``calls`` at once, each on
+    its own made-up workspace (``prefix-<i>``), each asking the handler to check the queue
+    first (``check_queue``, which FsSearchTools sends only after a schedule-to-start
+    timeout) and giving up after ``schedule_to_start_ms`` when no worker takes it."""
+
+    endpoint: str
+    prefix: str
+    calls: int = NEXUS_PER_WORKFLOW
+    check_queue: bool = True
+    schedule_to_start_ms: int = 2_000
+
+
+@workflow.defn(name="bench.NexusFlood")
+class NexusFloodWorkflow:
+    """Starts ``calls`` operations at once and waits for all of them to end (any way)."""
+
+    @workflow.run
+    async def run(self, flood: NexusFlood) -> int:
+        """How many operations ended."""
+        client = workflow.create_nexus_client(service=FsSearchService, endpoint=flood.endpoint)
+
+        async def one(i: int) -> None:
+            call = GrepCall(
+                workspace_id=f"{flood.prefix}-{i}",
+                request=GrepRequest(pattern="x"),
+                check_queue=flood.check_queue,
+                schedule_to_start_ms=flood.schedule_to_start_ms,
+                max_attempts=1,
+            )
+            try:
+                await client.execute_operation(
+                    FsSearchService.grep, call, schedule_to_close_timeout=timedelta(minutes=5)
+                )
+            except NexusOperationError:
+                pass
+
+        await asyncio.gather(*(one(i) for i in range(flood.calls)))
+        return flood.calls
+
+
+WORKFLOWS = [CallsWorkflow, NoopWorkflow, PlainRgWorkflow, CancelOneWorkflow, NexusFloodWorkflow]

@@ -41,6 +41,7 @@ from fs_search.activities.contract import (
     TASK_QUEUE_PREFIX,
     TOOLS_ACTIVITY,
 )
+from fs_search.worker._caller_share import CallerShare, caller_of
 
 log = logging.getLogger(__name__)
 
@@ -134,11 +135,13 @@ class ActivityOperation(nexus.TemporalOperationHandler[_In, _Out], Generic[_In, 
     Args:
         operation: the operation's name (``grep``...).
         start: what a start does (the handler's method).
+        callers: the callers' shares of the handler (the service's one).
     """
 
-    def __init__(self, operation: str, start: Start) -> None:
+    def __init__(self, operation: str, start: Start, callers: CallerShare | None = None) -> None:
         self.operation = operation
         self._start = start
+        self._callers = callers or CallerShare()
 
     async def start_operation(
         self,
@@ -146,8 +149,11 @@ class ActivityOperation(nexus.TemporalOperationHandler[_In, _Out], Generic[_In, 
         client: nexus.TemporalNexusClient,
         input: _In,
     ) -> nexus.TemporalOperationResult[_Out]:
-        """Start the operation's activity (the handler's start method)."""
-        return await self._start(ctx, client, input)
+        """Start the operation's activity (the handler's start method), within its caller's
+        share of the handler (``RESOURCE_EXHAUSTED``, retried by the caller's server, beyond
+        it)."""
+        with self._callers.admitted(caller_of(ctx.inbound_links)):
+            return await self._start(ctx, client, input)
 
     async def cancel(self, ctx: CancelOperationContext, token: str) -> None:
         """Cancel the activity ``token`` names, if this service started it for this

@@ -12,6 +12,9 @@ logged.
 from __future__ import annotations
 
 import dataclasses
+import logging
+import time
+from collections.abc import Callable
 
 import temporalio.api.failure.v1
 from temporalio.client import Client
@@ -48,4 +51,44 @@ def quiet_client(client: Client) -> Client:
     return Client(**config)
 
 
-__all__ = ["NoStackTraces", "quiet_client"]
+class ThinRepeats(logging.Filter):
+    """Lets one record of each message through every ``every_s`` seconds, and says how many
+    were held back since. The SDK logs a warning for every request a Nexus handler refuses
+    ("Failed to execute Nexus start operation method"): a flood of them, beyond its caller's
+    share, would flood the worker's log too."""
+
+    def __init__(self, every_s: float = 10.0, clock: Callable[[], float] = time.monotonic):
+        super().__init__()
+        self.every_s = every_s
+        self._clock = clock
+        self._seen: dict[str, tuple[float, int]] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Whether ``record`` is logged (a repeat within ``every_s`` is not)."""
+        if record.levelno > logging.WARNING or not isinstance(record.msg, str):
+            return True
+        now = self._clock()
+        last, held = self._seen.get(record.msg, (None, 0))
+        if last is not None and now - last < self.every_s:
+            self._seen[record.msg] = (last, held + 1)
+            return False
+        self._seen[record.msg] = (now, 0)
+        if held:
+            record.msg = f"{record.msg} ({held} more like it in the last {self.every_s:g} s)"
+        if len(self._seen) > 256:
+            self._seen.clear()
+        return True
+
+
+# The SDK's logger for Nexus handlers (temporalio.nexus.logger).
+_THINNED = ThinRepeats()
+
+
+def thin_sdk_nexus_warnings() -> None:
+    """Thin the SDK's per-request Nexus warnings (:class:`ThinRepeats`); once per process."""
+    sdk = logging.getLogger("temporalio.nexus")
+    if _THINNED not in sdk.filters:
+        sdk.addFilter(_THINNED)
+
+
+__all__ = ["NoStackTraces", "ThinRepeats", "quiet_client", "thin_sdk_nexus_warnings"]

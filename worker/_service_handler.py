@@ -42,7 +42,7 @@ from temporalio.client import Client
 from temporalio.common import Priority, RetryPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
-from temporalio.worker import Worker
+from temporalio.worker import PollerBehaviorAutoscaling, Worker
 
 from fs_search.activities.budget import BackingOptions
 from fs_search.activities.contract import (
@@ -63,10 +63,11 @@ from fs_search.activities.contract import (
 )
 from fs_search.activities.summaries import summary_of
 from fs_search.worker._app import temporal_worker
+from fs_search.worker._caller_share import NEXUS_SLOTS, CallerShare, caller_of
 from fs_search.worker._own_operations import ActivityOperation, activity_id_for
-from fs_search.worker._quiet_failures import quiet_client
+from fs_search.worker._quiet_failures import quiet_client, thin_sdk_nexus_warnings
 from fs_search.workflows import FsSearchService, GlobCall, GrepCall, ReadSpillCall, ToolsCall
-from fs_search.workflows._liveness import QueueLiveness, liveness_of, unserved
+from fs_search.workflows._liveness import QueueLiveness, liveness_if_free, unserved
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +75,10 @@ NEXUS_QUEUE_ENV = "FS_SEARCH_NEXUS_QUEUE"
 # The one server setting Nexus needs beside what a dev server has: an activity may carry
 # the completion callback of the operation it backs.
 CALLBACKS_DYNAMIC_CONFIG = "activity.enableCallbacks=true"
+# At most this many polls of the handler queue at once (autoscaled from 5).
+NEXUS_POLLS = 20
 _R = TypeVar("_R")
-Liveness = Callable[[Client, str], Awaitable[QueueLiveness]]
+Liveness = Callable[..., Awaitable[QueueLiveness | None]]
 
 
 @nexusrpc.handler.service_handler(service=FsSearchService)
@@ -88,29 +91,37 @@ class FsSearchServiceHandler:
         liveness: who polls a queue (injectable for tests).
     """
 
-    def __init__(self, *, cap_ms: int | None = None, liveness: Liveness = liveness_of) -> None:
+    def __init__(
+        self,
+        *,
+        cap_ms: int | None = None,
+        liveness: Liveness = liveness_if_free,
+        slots: int = NEXUS_SLOTS,
+    ) -> None:
         self.cap_ms = cap_ms
         self._liveness = liveness
+        # Each caller namespace's share of the starts and queue checks (_caller_share.py).
+        self.callers = CallerShare(slots)
 
     @nexusrpc.handler.operation_handler
     def tools(self) -> nexusrpc.handler.OperationHandler[ToolsCall, ToolsResult]:
         """The catalogue of the named workspace (``fs_search.tools``)."""
-        return ActivityOperation("tools", self._tools)
+        return ActivityOperation("tools", self._tools, self.callers)
 
     @nexusrpc.handler.operation_handler
     def glob(self) -> nexusrpc.handler.OperationHandler[GlobCall, GlobResult]:
         """glob in the named workspace (``fs_search.glob``)."""
-        return ActivityOperation("glob", self._glob)
+        return ActivityOperation("glob", self._glob, self.callers)
 
     @nexusrpc.handler.operation_handler
     def grep(self) -> nexusrpc.handler.OperationHandler[GrepCall, GrepResult]:
         """grep in the named workspace (``fs_search.grep``)."""
-        return ActivityOperation("grep", self._grep)
+        return ActivityOperation("grep", self._grep, self.callers)
 
     @nexusrpc.handler.operation_handler
     def read_spill(self) -> nexusrpc.handler.OperationHandler[ReadSpillCall, ReadSpillResult]:
         """A page of a spill artifact of the named workspace (``fs_search.read_spill``)."""
-        return ActivityOperation("read_spill", self._read_spill)
+        return ActivityOperation("read_spill", self._read_spill, self.callers)
 
     async def _tools(
         self,
@@ -182,8 +193,13 @@ class FsSearchServiceHandler:
             call, timeout_ms=getattr(request, "timeout_ms", None), cap_ms=self.cap_ms
         )
         if call.check_queue:
-            liveness = await self._liveness(client.client, backing.task_queue)
-            if not liveness.polled:
+            caller = caller_of(ctx.inbound_links)
+            # Never waited for: a check that cannot be made now is skipped (the call starts,
+            # and comes back after its schedule-to-start timeout if no worker takes it).
+            liveness = await self._liveness(
+                client.client, backing.task_queue, budget=self.callers.checks(caller)
+            )
+            if liveness is not None and not liveness.polled:
                 result = unserved(
                     liveness,
                     workspace_id=call.workspace_id,
@@ -249,7 +265,14 @@ def service_worker(client: Client, queue: str, *, cap_ms: int | None = None) -> 
         quiet_client(client),
         task_queue=queue,
         activities=[],
-        nexus_service_handlers=[FsSearchServiceHandler(cap_ms=cap_ms)],
+        nexus_service_handlers=[FsSearchServiceHandler(cap_ms=cap_ms, slots=NEXUS_SLOTS)],
+        max_concurrent_nexus_tasks=NEXUS_SLOTS,
+        # Requests wait on the server for a poll of this queue (holding a worker of the
+        # server's outbound queue, which also delivers every operation's result): under a
+        # flood, more polls drain them (most answered at once, beyond their caller's share).
+        nexus_task_poller_behavior=PollerBehaviorAutoscaling(
+            minimum=2, initial=5, maximum=NEXUS_POLLS
+        ),
     )
 
 
@@ -282,6 +305,7 @@ async def serving_service(
         yield None
         return
     worker = service_worker(client, queue, cap_ms=cap_ms)
+    thin_sdk_nexus_warnings()
     async with worker:
         log.info(
             "serving the fs_search Nexus service on task queue %s, namespace %s; an endpoint "

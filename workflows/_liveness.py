@@ -40,7 +40,13 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from fs_search.activities.contract import ErrorCode, ToolResult
-from fs_search.workflows._task_queues import DESCRIBES, LIVE_S, list_pollers, poll_ages
+from fs_search.workflows._task_queues import (
+    DESCRIBES,
+    LIVE_S,
+    RateLimit,
+    list_pollers,
+    poll_ages,
+)
 
 QUEUE_LIVENESS_ACTIVITY = "fs_search.queue_liveness"
 CACHE_S = 3.0
@@ -170,13 +176,37 @@ async def queue_liveness(queue: str) -> QueueLiveness:
 
 async def liveness_of(client: Client, queue: str) -> QueueLiveness:
     """Whether a live worker polls the activity task queue ``queue`` of ``client``'s
-    namespace (never raises): what the local activity answers, and what the Nexus handler
-    and one-off calls ask directly."""
-    key = (client.namespace, queue)
-    cached = _CACHE.get(key, time.monotonic())
+    namespace (never raises): what the local activity answers, and what one-off calls ask
+    directly (waiting for the process-wide limiter)."""
+    cached = _CACHE.get((client.namespace, queue), time.monotonic())
     if cached is not None:
         return cached
     await DESCRIBES.wait()
+    return await _described(client, queue)
+
+
+async def liveness_if_free(
+    client: Client, queue: str, *, budget: RateLimit | None = None
+) -> QueueLiveness | None:
+    """:func:`liveness_of` without waiting: a cached answer, or one asked now when the
+    process-wide limiter (and ``budget``, say the caller's own share of it) has a slot free
+    at once; None otherwise. The Nexus handler asks this way: a check never holds one of
+    its slots asleep, and a waiter of the limiter (the fleet's attach check) goes first."""
+    cached = _CACHE.get((client.namespace, queue), time.monotonic())
+    if cached is not None:
+        return cached
+    if budget is not None and not budget.try_take():
+        return None
+    if not DESCRIBES.try_take():
+        if budget is not None:
+            budget.give_back()
+        return None
+    return await _described(client, queue)
+
+
+async def _described(client: Client, queue: str) -> QueueLiveness:
+    """Who polls ``queue`` (a limiter's slot taken), the answer kept a few seconds."""
+    key = (client.namespace, queue)
     try:
         pollers = await list_pollers(client, queue)
     except Exception as e:  # noqa: BLE001 - any failure: not known
