@@ -13,10 +13,17 @@ from typing import Any
 
 from pydantic import BaseModel
 from temporalio import workflow
-from temporalio.exceptions import NexusOperationError
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, NexusOperationError
 
 with workflow.unsafe.imports_passed_through():
-    from fs_search.activities.contract import GrepRequest, GrepResult, ToolResult
+    from fs_search.activities.contract import (
+        GREP_ACTIVITY,
+        GrepRequest,
+        GrepResult,
+        ToolResult,
+        host_queue_for,
+    )
     from fs_search.workflows import FsSearchService, FsSearchTools, GrepCall
 
 NOOP_ACTIVITY = "bench.noop"
@@ -175,4 +182,42 @@ class NexusFloodWorkflow:
         return flood.calls
 
 
-WORKFLOWS = [CallsWorkflow, NoopWorkflow, PlainRgWorkflow, CancelOneWorkflow, NexusFloodWorkflow]
+@workflow.defn(name="bench.HostileGrep")
+class HostileGrepWorkflow:
+    """A caller that will not cooperate with a host queue's hand-backs: each grep is one
+    activity with ``max_attempts: 1`` (the server never brings a handed-back call back
+    itself), scheduled again at once whatever the failure (the pause the host asks is
+    ignored), until it runs; the result of the first call that ran."""
+
+    @workflow.run
+    async def run(self, spec: Spec) -> list[ToolResult]:
+        """Each call's result, after as many hand-backs as it took."""
+        assert spec.host is not None
+        out: list[ToolResult] = []
+        for c in spec.calls:
+            req = GrepRequest(workspace_id=spec.workspace_id, **c.arguments)
+            while True:
+                try:
+                    result = await workflow.execute_activity(
+                        GREP_ACTIVITY,
+                        req,
+                        result_type=GrepResult,
+                        task_queue=host_queue_for(spec.host),
+                        start_to_close_timeout=timedelta(minutes=5),
+                        retry_policy=RetryPolicy(maximum_attempts=1),
+                    )
+                except ActivityError:
+                    continue
+                out.append(ToolResult(text=result.text, result=result))
+                break
+        return out
+
+
+WORKFLOWS = [
+    CallsWorkflow,
+    NoopWorkflow,
+    PlainRgWorkflow,
+    CancelOneWorkflow,
+    NexusFloodWorkflow,
+    HostileGrepWorkflow,
+]

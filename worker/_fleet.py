@@ -238,7 +238,9 @@ class Fleet:
         self._check_failing = False
         self.identity = identity_for(self.host_id)
         # A workspace holds at most its share of the host queue's calls.
-        self.router = HostRouter(self.host_id, self._served, share=capacity.host_share)
+        self.router = HostRouter(
+            self.host_id, self._served, share=capacity.host_share, lend=self.held_slots.lent
+        )
         self.owners = owners or QueueOwners(client, self.host_id)
         self.allow_shared = config.allow_shared_queue
         meter = metrics.get_meter(INSTRUMENTATION)
