@@ -21,8 +21,9 @@ it. :class:`CallerShare` keeps each caller to its share:
 * **Queue checks.** Each caller may have the handler ask Temporal who polls a queue
   (``check_queue``) at most :data:`CHECKS_PER_SECOND` times a second (bursts of
   :data:`CHECKS_BURST`), within the process-wide limiter; a check beyond that, or while the
-  limiter is busy, is not waited for: the call starts unchecked (a worker may well serve it;
-  if none does, it comes back after its schedule-to-start timeout and is checked then).
+  limiter is busy, is not waited for: the same ``RESOURCE_EXHAUSTED``, asked again after the
+  back-off (never started unchecked: a flood of checks on made-up workspaces would become as
+  many activities and completion callbacks in the server's queues).
 
 Who the caller is: the namespace of the link its Temporal server attaches to the request
 (``temporal:///namespaces/<caller>/workflows/...``, the calling workflow's event); a request

@@ -63,7 +63,7 @@ from fs_search.activities.contract import (
 )
 from fs_search.activities.summaries import summary_of
 from fs_search.worker._app import temporal_worker
-from fs_search.worker._caller_share import NEXUS_SLOTS, CallerShare, caller_of
+from fs_search.worker._caller_share import NEXUS_SLOTS, CallerShare, busy, caller_of
 from fs_search.worker._own_operations import ActivityOperation, activity_id_for
 from fs_search.worker._quiet_failures import quiet_client, thin_sdk_nexus_warnings
 from fs_search.workflows import FsSearchService, GlobCall, GrepCall, ReadSpillCall, ToolsCall
@@ -194,12 +194,18 @@ class FsSearchServiceHandler:
         )
         if call.check_queue:
             caller = caller_of(ctx.inbound_links)
-            # Never waited for: a check that cannot be made now is skipped (the call starts,
-            # and comes back after its schedule-to-start timeout if no worker takes it).
+            # Never waited for: a check that cannot be made now (the caller's budget of checks,
+            # or the process's, spent) is answered RESOURCE_EXHAUSTED, and the caller's server
+            # asks again after its back-off. Started unchecked instead, a flood of checks on
+            # made-up workspaces became as many activities and completion callbacks, which
+            # filled the server's queues for every other caller.
             liveness = await self._liveness(
                 client.client, backing.task_queue, budget=self.callers.checks(caller)
             )
-            if liveness is not None and not liveness.polled:
+            if liveness is None:
+                self.callers.refused += 1
+                raise busy()
+            if not liveness.polled:
                 result = unserved(
                     liveness,
                     workspace_id=call.workspace_id,
