@@ -127,6 +127,22 @@ def open_beneath(root: int, path: str) -> int:
     return _open_beneath(root, parts)
 
 
+def open_no_symlinks(path: str) -> int:
+    """An ``O_PATH`` descriptor of the absolute, already resolved ``path``, looked up from
+    ``/`` following no symlink at all (the caller closes it): a symlink as the last
+    component gives the link's own descriptor (``S_ISLNK``), one before it fails.
+
+    Raises:
+        OSError: it cannot be opened (a symlink before the last component: ``ELOOP`` or
+            ``ENOTDIR``).
+    """
+    top = os.open("/", _O_PATH)
+    try:
+        return _open_beneath(top, tuple(_components(path)))
+    finally:
+        os.close(top)
+
+
 def _components(path: str) -> list[str]:
     return [c for c in path.split("/") if c and c != "."]
 

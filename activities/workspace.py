@@ -4,6 +4,8 @@ display."""
 from __future__ import annotations
 
 import contextlib
+import errno
+import logging
 import os
 import posixpath
 import re
@@ -14,8 +16,19 @@ from dataclasses import dataclass
 
 from fs_search.activities.contract import ErrorCode
 from fs_search.activities.errors import SearchError, invalid_argument
-from fs_search.activities.held_root import Found, HeldRoot, Missing, Outside, Parts, Unresolvable
+from fs_search.activities.held_root import (
+    Found,
+    HeldRoot,
+    Missing,
+    Outside,
+    Parts,
+    Unresolvable,
+    open_no_symlinks,
+)
 from fs_search.activities.identity import Identity
+from fs_search.activities.shown import escaped
+
+log = logging.getLogger(__name__)
 
 # VCS metadata directories: never searched, never named by a cwd or path.
 VCS_DIRS = (".git", ".svn", ".hg", ".bzr", ".jj", ".sl")
@@ -80,10 +93,17 @@ class Workspace:
     directory than before serves that one, under its own identity (results' ``workspace.root``,
     :mod:`~fs_search.activities.identity`).
 
-    ``Workspace(path)``: the directory an operator named (``--workspace``), opened by that
-    name for each call. :meth:`entry`: a directory under a workspaces root, named there by
-    ``name`` and vetted by the fleet's scan: each call opens ``name`` beneath the root's held
-    descriptor and is served only while it is still the vetted directory.
+    ``Workspace(path)``: the directory an operator named (``--workspace``). Its real path is
+    taken once, at start-up (a symlink the operator named is followed then), and each call
+    opens that real path again from ``/`` following no symlink at all
+    (:func:`~fs_search.activities.held_root.open_no_symlinks`): a directory re-created there
+    is served under its new identity, but a symlink put at the path, or in place of any
+    directory above it, is refused (SEARCH_FAILED "the workspace cannot be read", and a
+    warning in the log) — whoever can write the workspace's parent cannot point later calls,
+    and Landlock's grant, at another tree. :meth:`entry`: a directory under a workspaces
+    root, named there by ``name`` and vetted by the fleet's scan: each call opens ``name``
+    beneath the root's held descriptor and is served only while it is still the vetted
+    directory.
 
     The directory last served stays held between calls (``identity``), so its inode number
     cannot be reused by a directory created in its place.
@@ -97,11 +117,14 @@ class Workspace:
         self._parent: HeldRoot | None = None
         self._name = ""
         self._vetted: Identity | None = None
+        self._refused: str | None = None  # why the path was last refused (logged once)
         try:
+            # Symlinks in the configured path are followed now, once, and never again.
+            self._real = os.path.realpath(self._given, strict=True)
             self._last = self._open_given()
         except NotADirectoryError:
             raise ValueError(f"workspace {str(root)!r} is not a directory") from None
-        except OSError:
+        except (OSError, Symlinked):
             raise ValueError(
                 f"workspace {str(root)!r} does not exist or cannot be resolved"
             ) from None
@@ -174,8 +197,22 @@ class Workspace:
             return HeldRoot.adopt(found.fd, self.root)
         try:
             tree = self._open_given()
+        except Symlinked as e:
+            if self._refused != str(e):
+                self._refused = str(e)
+                log.warning(
+                    "workspace %s: %s; calls fail (SEARCH_FAILED) until a directory is there "
+                    "again: a workspace's path is never followed through a symlink after "
+                    "start-up",
+                    escaped(self._real),
+                    e,
+                )
+            raise workspace_unreadable() from None
         except OSError:
             raise workspace_unreadable() from None
+        if self._refused is not None:
+            log.info("workspace %s: a directory is there again; serving it", escaped(self._real))
+            self._refused = None
         if tree.identity != self._last.identity:
             # Another directory at the path: the call serves it, and it is remembered (held)
             # so that the one before cannot come back under its inode number unnoticed.
@@ -185,7 +222,31 @@ class Workspace:
         return tree
 
     def _open_given(self) -> HeldRoot:
-        return HeldRoot(self._given, names=[self._given])
+        """The directory at the real path taken at start-up, opened following no symlink.
+
+        Raises:
+            Symlinked: the path, or a directory above it, is a symlink now.
+            NotADirectoryError: something else than a directory is there.
+            OSError: nothing is there, or it cannot be opened.
+        """
+        try:
+            fd = open_no_symlinks(self._real)
+        except OSError as e:
+            if e.errno in (errno.ELOOP, errno.ENOTDIR):
+                # ENOTDIR: the fallback walk (no openat2) met a symlink before the last
+                # component; so does a file put there, which is refused all the same.
+                raise Symlinked("a directory on its path is now a symlink or a file") from None
+            raise
+        try:
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISLNK(mode):
+                raise Symlinked("its path is now a symlink")
+            if not stat.S_ISDIR(mode):
+                raise NotADirectoryError(errno.ENOTDIR, "not a directory", self._real)
+        except BaseException:
+            os.close(fd)
+            raise
+        return HeldRoot.adopt(fd, self._real, names=[self._given])
 
     def target(self, *, cwd: str | None, path: str | None, tool: str) -> SearchTarget:
         """Resolve ``path`` against ``cwd`` for ``tool`` ("glob" or "grep"), without keeping
@@ -232,6 +293,10 @@ class Workspace:
 
 class Changed(Exception):
     """A workspaces root's entry no longer leads to the directory a scan vetted."""
+
+
+class Symlinked(Exception):
+    """A single workspace's path (or a directory above it) is a symlink now: refused."""
 
 
 def _entry(parent: HeldRoot, name: str) -> Found | None:

@@ -16,7 +16,11 @@ benchmark's own workflow (``bench.Calls``, FsSearchTools) as an agent's would. R
   the same grep unloaded (medians);
 * host-queue fairness: the same on one host queue (``--queues host``), at the limits the
   audit of issue 34 starved a quiet workspace with (4 searches at once, 2 per workspace, 8
-  calls held): the flood's backlog is far larger than the calls the host holds.
+  calls held): the flood's backlog is far larger than the calls the host holds;
+* hostile host-queue fairness: the same with a flood that ignores the host's hand-backs
+  (``max_attempts: 1``, each scheduled again at once: issue 47);
+* Nexus fairness: another caller namespace's grep through the fs_search endpoint while one
+  namespace floods it with 600 operations, and a new workspace's attach under that flood.
 """
 
 from __future__ import annotations
@@ -44,13 +48,17 @@ from phases import medians, phases  # noqa: E402
 from temporalio.client import Client  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
 
+from fs_search.worker import create_endpoint  # noqa: E402
 from fs_search.worker._devstack import DevServer  # noqa: E402
 from fs_search.worker._processes import ManagedProcess  # noqa: E402
+from fs_search.worker._service_handler import CALLBACKS_DYNAMIC_CONFIG  # noqa: E402
 from fs_search.workflows import FsSearchPlugin
 
 MB = 1024 * 1024
 # Greps the flooding workspace keeps outstanding in the fairness rows.
 FLOOD_CALLS = 64
+# Operations the flooding namespace keeps open in the Nexus row.
+NEXUS_FLOOD_OPERATIONS = 600
 # Worker settings for every worker the benchmark starts (``--set KEY=VALUE``).
 SETTINGS: dict[str, str] = {}
 
@@ -134,7 +142,15 @@ class Flood:
     """The flooding tenant: ``bench/flood.py`` in a process of its own (its own client and
     workflow worker, as another tenant's agents run), stopped by its pid."""
 
-    def __init__(self, bench: Bench, workspace: str, *, host: str | None, sustained: bool) -> None:
+    def __init__(
+        self,
+        bench: Bench,
+        workspace: str,
+        *,
+        host: str | None,
+        sustained: bool,
+        ignore_pause: bool = False,
+    ) -> None:
         name = f"flood-{uuid.uuid4().hex[:6]}"
         self.log = bench.tmp / f"{name}.log"
         argv = [
@@ -153,6 +169,7 @@ class Flood:
         ]
         argv += ["--host", host] if host else []
         argv += ["--sustained"] if sustained else []
+        argv += ["--ignore-pause"] if ignore_pause else []
         env = {k: v for k, v in os.environ.items() if not k.startswith(("FS_SEARCH_", "OTEL_"))}
         self.proc = ManagedProcess(argv, log_path=self.log, env=env)
         self.proc.start()
@@ -200,13 +217,15 @@ async def grep_latency(
     host: str | None = None,
     *,
     timed: list[dict[str, float]] | None = None,
+    endpoint: str | None = None,
 ) -> float:
     """One grep's time end to end (s); its phases (ms, from its history) appended to
-    ``timed`` when given."""
+    ``timed`` when given. ``endpoint``: through that Nexus endpoint."""
     spec = Spec(
         workspace_id=workspace_id,
         calls=[Call(tool="grep", arguments={"pattern": pattern})],
         host=host,
+        endpoint=endpoint,
     )
     workflow_id = f"fleet-{uuid.uuid4()}"
     started = time.perf_counter()
@@ -272,7 +291,9 @@ ROWS = (
     "latency",
     "fairness",
     "host-fairness",
+    "hostile-host-fairness",
     "sustained-fairness",
+    "nexus-fairness",
     "processes",
 )
 
@@ -488,13 +509,19 @@ async def host_fairness_row(bench: Bench) -> list[Row]:
     return [await _sustained_fairness(bench, host=True)]
 
 
+async def hostile_host_fairness_row(bench: Bench) -> list[Row]:
+    """The host row with a hostile flood: each grep one activity with ``max_attempts: 1``,
+    scheduled again at once whenever the host hands it back (the pause it asks ignored)."""
+    return [await _sustained_fairness(bench, host=True, ignore_pause=True)]
+
+
 async def sustained_fairness_row(bench: Bench) -> list[Row]:
     """The host row's flood and limits on per-workspace queues: the same process and cores,
     each workspace on its own queue — what the host queue is held against."""
     return [await _sustained_fairness(bench, host=False)]
 
 
-async def _sustained_fairness(bench: Bench, *, host: bool) -> Row:
+async def _sustained_fairness(bench: Bench, *, host: bool, ignore_pause: bool = False) -> Row:
     root = bench.tmp / ("host-root" if host else "sustained-root")
     make_workspace(root / "quiet")
     make_busy(root / "busy")
@@ -510,15 +537,19 @@ async def _sustained_fairness(bench: Bench, *, host: bool) -> Row:
         limits = ", ".join(
             f"{k.removeprefix('FS_SEARCH_').lower()}={v}" for k, v in HOST_LIMITS.items()
         )
+        name = "host-queue fairness ratio" if host else "workspace-queue fairness ratio, sustained"
+        if ignore_pause:
+            name = "host-queue fairness ratio, a flood ignoring the pause (max_attempts 1)"
         return await _fairness(
             bench,
             worker,
-            "host-queue fairness ratio" if host else "workspace-queue fairness ratio, sustained",
+            name,
             quiet="quiet",
             busy="busy",
             host=host_id if host else None,
             note=f"{queues} queues, {limits}",
             sustained=True,
+            ignore_pause=ignore_pause,
         )
     finally:
         bench.stop(worker)
@@ -534,6 +565,7 @@ async def _fairness(
     host: str | None = None,
     note: str = "",
     sustained: bool = False,
+    ignore_pause: bool = False,
 ) -> Row:
     """A quiet workspace's small grep while ``busy`` floods 64 heavy greps / alone.
 
@@ -550,7 +582,7 @@ async def _fairness(
         )
 
     alone = [await grep("alone") for _ in range(samples)]
-    flood = Flood(bench, busy, host=host, sustained=sustained)
+    flood = Flood(bench, busy, host=host, sustained=sustained, ignore_pause=ignore_pause)
     try:
         await flood.started()
         await asyncio.sleep(bench.flood_warmup)
@@ -616,13 +648,132 @@ async def per_process_row(bench: Bench, singles: int) -> list[Row]:
     ]
 
 
+async def nexus_fairness_row(bench: Bench) -> list[Row]:
+    """Another caller namespace's small grep through the fs_search endpoint while one
+    namespace floods it with 600 operations (``bench/nexus_flood.py``: each on a made-up
+    workspace, each asking the handler to check its queue), against alone; and a new
+    workspace's attach (directory made -> the worker's "attached" line) under that flood,
+    against without it. Its own dev server: three namespaces, callbacks on."""
+    server = await DevServer(
+        log_path=bench.tmp / "nexus-temporal.log",
+        dynamic_config=[CALLBACKS_DYNAMIC_CONFIG],
+        namespaces=["fs-search", "agents", "others"],
+    ).start()
+    root = bench.tmp / "nexus-root"
+    make_workspace(root / "quiet")
+    flood: ManagedProcess | None = None
+    worker: WorkerProc | None = None
+    try:
+        search = await Client.connect(
+            server.address,
+            namespace="fs-search",
+            plugins=[FsSearchPlugin(spill_url=f"file://{bench.tmp}/spill")],
+        )
+        others = await Client.connect(
+            server.address,
+            namespace="others",
+            plugins=[FsSearchPlugin(external_storage=False)],
+        )
+        endpoint, nexus_queue = f"bench-{uuid.uuid4().hex[:6]}", "fs-search-nexus"
+        await create_endpoint(
+            search, name=endpoint, target_namespace="fs-search", target_queue=nexus_queue
+        )
+        worker = WorkerProc(
+            server.address,
+            bench.tmp / "nexus-fleet.log",
+            bench.tmp / "spill",
+            "--workspaces-root",
+            str(root),
+            "--namespace",
+            "fs-search",
+            "--nexus-queue",
+            nexus_queue,
+            "--scan-interval",
+            "1",
+        )
+        await worker.wait_for("attached workspace quiet")
+        queue = f"nexus-quiet-{uuid.uuid4().hex[:6]}"
+
+        async def quiet() -> float:
+            return await grep_latency(others, queue, "quiet", "needle", endpoint=endpoint)
+
+        async def attach() -> float:
+            name = f"late-{uuid.uuid4().hex[:6]}"
+            started = time.perf_counter()
+            make_workspace(root / name)
+            await worker.wait_for(f"attached workspace {name}", timeout=180)
+            return time.perf_counter() - started
+
+        async with Worker(others, task_queue=queue, workflows=WORKFLOWS):
+            for _ in range(3):
+                await quiet()
+            alone = [await quiet() for _ in range(bench.samples)]
+            attach_alone = [await attach() for _ in range(3)]
+            log_path = bench.tmp / "nexus-flood.log"
+            flood = ManagedProcess(
+                [
+                    sys.executable,
+                    str(Path(__file__).parent / "nexus_flood.py"),
+                    "--address",
+                    server.address,
+                    "--namespace",
+                    "agents",
+                    "--endpoint",
+                    endpoint,
+                    "--operations",
+                    str(NEXUS_FLOOD_OPERATIONS),
+                ],
+                log_path=log_path,
+                env={k: v for k, v in os.environ.items() if not k.startswith("FS_SEARCH_")},
+            )
+            flood.start()
+            deadline = time.monotonic() + 60
+            while "nexus flood started" not in log_path.read_text(errors="replace"):
+                if time.monotonic() > deadline or not flood.running():
+                    raise RuntimeError(f"the Nexus flood did not start: {log_path.read_text()}")
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(max(3.0, bench.flood_warmup))
+            attach_flooded = [await attach() for _ in range(3)]
+            flooded = [await quiet() for _ in range(bench.samples)]
+    finally:
+        if flood is not None:
+            flood.stop(timeout=60)
+        if worker is not None:
+            worker.stop()
+        server.stop()
+    ratio = statistics.median(flooded) / statistics.median(alone)
+    attach_ratio = statistics.median(attach_flooded) / max(0.05, statistics.median(attach_alone))
+    log(f"nexus fairness {ratio:.2f}, attach {attach_ratio:.2f}")
+    return [
+        Row(
+            "Nexus fairness ratio (another namespace under a 600-operation flood)",
+            ratio,
+            "<= 3",
+            ratio <= 3,
+            f"{statistics.median(flooded) * 1000:.0f} ms through the endpoint during the flood "
+            f"vs {statistics.median(alone) * 1000:.0f} ms alone (n={len(flooded)}/{len(alone)}, "
+            f"max {max(flooded) * 1000:.0f} ms)",
+        ),
+        Row(
+            "attach under that flood (s)",
+            statistics.median(attach_flooded),
+            "<= 3",
+            statistics.median(attach_flooded) <= 3,
+            f"median of 3, alone {statistics.median(attach_alone):.2f} s "
+            f"(directory made -> attached, scan interval 1 s)",
+        ),
+    ]
+
+
 ROW_FUNCTIONS = {
     "idle": idle_rows,
     "attach": attach_row,
     "latency": latency_row,
     "fairness": fairness_row,
     "host-fairness": host_fairness_row,
+    "hostile-host-fairness": hostile_host_fairness_row,
     "sustained-fairness": sustained_fairness_row,
+    "nexus-fairness": nexus_fairness_row,
 }
 
 

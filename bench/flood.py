@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from flows import WORKFLOWS, Call, CallsWorkflow, Spec  # noqa: E402
+from flows import WORKFLOWS, Call, CallsWorkflow, HostileGrepWorkflow, Spec  # noqa: E402
 from temporalio.client import Client  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
 
@@ -48,6 +48,11 @@ async def main() -> int:
     parser.add_argument("--pattern", default="match")
     parser.add_argument("--calls", type=int, default=64)
     parser.add_argument("--sustained", action="store_true")
+    parser.add_argument(
+        "--ignore-pause",
+        action="store_true",
+        help="a hostile caller: max_attempts 1, every hand-back scheduled again at once",
+    )
     args = parser.parse_args()
     client = await Client.connect(args.address, plugins=[FsSearchPlugin(spill_url=args.spill_url)])
     spec = Spec(
@@ -65,7 +70,10 @@ async def main() -> int:
         while True:
             workflow_id = f"flood-{uuid.uuid4()}"
             [result] = await client.execute_workflow(
-                CallsWorkflow.run, spec, id=workflow_id, task_queue=args.queue
+                HostileGrepWorkflow.run if args.ignore_pause else CallsWorkflow.run,
+                spec,
+                id=workflow_id,
+                task_queue=args.queue,
             )
             ended.append(workflow_id)
             done += 1

@@ -13,10 +13,18 @@ from typing import Any
 
 from pydantic import BaseModel
 from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, NexusOperationError
 
 with workflow.unsafe.imports_passed_through():
-    from fs_search.activities.contract import GrepRequest, GrepResult, ToolResult
-    from fs_search.workflows import FsSearchTools
+    from fs_search.activities.contract import (
+        GREP_ACTIVITY,
+        GrepRequest,
+        GrepResult,
+        ToolResult,
+        host_queue_for,
+    )
+    from fs_search.workflows import FsSearchService, FsSearchTools, GrepCall
 
 NOOP_ACTIVITY = "bench.noop"
 PLAIN_RG_ACTIVITY = "bench.plain_rg"
@@ -129,4 +137,87 @@ class CancelOneWorkflow:
         return await task
 
 
-WORKFLOWS = [CallsWorkflow, NoopWorkflow, PlainRgWorkflow, CancelOneWorkflow]
+# Nexus operations one workflow may have open at once (the server's default limit, 30).
+NEXUS_PER_WORKFLOW = 30
+
+
+class NexusFlood(BaseModel):
+    """A hostile caller's operations on the fs_search endpoint: ``calls`` at once, each on
+    its own made-up workspace (``prefix-<i>``), each asking the handler to check the queue
+    first (``check_queue``, which FsSearchTools sends only after a schedule-to-start
+    timeout) and giving up after ``schedule_to_start_ms`` when no worker takes it."""
+
+    endpoint: str
+    prefix: str
+    calls: int = NEXUS_PER_WORKFLOW
+    check_queue: bool = True
+    schedule_to_start_ms: int = 2_000
+
+
+@workflow.defn(name="bench.NexusFlood")
+class NexusFloodWorkflow:
+    """Starts ``calls`` operations at once and waits for all of them to end (any way)."""
+
+    @workflow.run
+    async def run(self, flood: NexusFlood) -> int:
+        """How many operations ended."""
+        client = workflow.create_nexus_client(service=FsSearchService, endpoint=flood.endpoint)
+
+        async def one(i: int) -> None:
+            call = GrepCall(
+                workspace_id=f"{flood.prefix}-{i}",
+                request=GrepRequest(pattern="x"),
+                check_queue=flood.check_queue,
+                schedule_to_start_ms=flood.schedule_to_start_ms,
+                max_attempts=1,
+            )
+            try:
+                await client.execute_operation(
+                    FsSearchService.grep, call, schedule_to_close_timeout=timedelta(minutes=5)
+                )
+            except NexusOperationError:
+                pass
+
+        await asyncio.gather(*(one(i) for i in range(flood.calls)))
+        return flood.calls
+
+
+@workflow.defn(name="bench.HostileGrep")
+class HostileGrepWorkflow:
+    """A caller that will not cooperate with a host queue's hand-backs: each grep is one
+    activity with ``max_attempts: 1`` (the server never brings a handed-back call back
+    itself), scheduled again at once whatever the failure (the pause the host asks is
+    ignored), until it runs; the result of the first call that ran."""
+
+    @workflow.run
+    async def run(self, spec: Spec) -> list[ToolResult]:
+        """Each call's result, after as many hand-backs as it took."""
+        assert spec.host is not None
+        out: list[ToolResult] = []
+        for c in spec.calls:
+            req = GrepRequest(workspace_id=spec.workspace_id, **c.arguments)
+            while True:
+                try:
+                    result = await workflow.execute_activity(
+                        GREP_ACTIVITY,
+                        req,
+                        result_type=GrepResult,
+                        task_queue=host_queue_for(spec.host),
+                        start_to_close_timeout=timedelta(minutes=5),
+                        retry_policy=RetryPolicy(maximum_attempts=1),
+                    )
+                except ActivityError:
+                    continue
+                out.append(ToolResult(text=result.text, result=result))
+                break
+        return out
+
+
+WORKFLOWS = [
+    CallsWorkflow,
+    NoopWorkflow,
+    PlainRgWorkflow,
+    CancelOneWorkflow,
+    NexusFloodWorkflow,
+    HostileGrepWorkflow,
+]

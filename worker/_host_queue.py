@@ -17,19 +17,31 @@ category BENIGN: the SDK logs it at DEBUG, without a traceback.
 
 Fairness holds for held calls too (``share``): a workspace holds at most ``share`` glob and
 grep calls of the host queue at once. A poll cannot choose whose task it takes, so a call
-beyond its workspace's share is handed back at once — a ``WORKSPACE_BUSY`` failure whose next
-retry delay is the pause the call should wait (FsSearchTools schedules it again after that
-pause, within its queueing budget) — and the slot polls again: a flooding workspace's backlog
-waits in Temporal instead of filling the host's slots, and another workspace's call behind it
-is taken within moments. The pauses are spaced (``worker/_return_spacing.py``): a workspace's
-handed-back calls come back about as often as its calls end, so a flood passes through the
-host queue about once per call it runs, not once per call every pause. The server brings a
-call back itself (a retry after the pause) on its first hand-backs, while the pause fits in
-its queueing budget; the caller takes it back after that (``retried_by_server``).
+beyond its workspace's share is **parked**: it waits in the worker, first come first served
+behind its workspace's other parked calls, for a place in its workspace's share, heartbeating
+("queued") and lending its slot back (``lend``: the process's held slots count it neither
+towards the calls the process holds nor the host queue's), so the next poll takes another
+workspace's call at once. It runs when one of its workspace's held calls ends (the place
+passes to it), within its queueing budget (what its attempt's start-to-close leaves beyond
+its own budget and the reserve). This needs nothing of the caller: a flood's calls are taken
+from the queue once each and wait here, whatever the caller's retry policy or pauses.
+
+Parking is bounded (:data:`PARKED_PER_WORKSPACE`, :data:`PARKED`): beyond it, or when its
+queueing budget runs out while parked, a call is handed back — a ``WORKSPACE_BUSY`` failure
+whose next retry delay is the pause the call should wait (FsSearchTools schedules it again
+after that pause, within its queueing budget) — and the slot polls again. The pauses are
+spaced (``worker/_return_spacing.py``): a workspace's handed-back calls come back about as
+often as its calls end. The server brings a call back itself (a retry after the pause) on its
+first hand-backs, while the pause fits in its queueing budget; the caller takes it back after
+that (``retried_by_server``). A caller that ignores the pause (``max_attempts: 1``, scheduled
+again at once) cycled its calls through the queue as fast as the host handed them back, and
+a quiet workspace's grep waited behind them (4-8 s instead of 0.1-1 s); parked, the same
+calls wait here instead.
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import contextlib
 import time
@@ -59,11 +71,17 @@ from fs_search.activities.contract import (
     host_queue_for,
 )
 from fs_search.activities.errors import SearchError, contract_errors, invalid_argument
+from fs_search.activities.progress import Progress, heartbeating, time_left
 from fs_search.activities.search import SearchActivities
 from fs_search.worker._return_spacing import ReturnSpacing, retried_by_server
 
 Lookup = Callable[[str], SearchActivities | None]
 Attach = Callable[[str], Awaitable[SearchActivities | None]]
+Lend = Callable[[str], contextlib.AbstractContextManager[None]]
+# Calls parked behind their workspace's share, per workspace and in all: each is a coroutine
+# and a heartbeat every 2 s (or a third of its heartbeat timeout).
+PARKED_PER_WORKSPACE = 64
+PARKED = 512
 
 
 class HostRouter:
@@ -85,13 +103,22 @@ class HostRouter:
         *,
         share: int | None = None,
         attach: Attach | None = None,
+        lend: Lend | None = None,
+        parked_per_workspace: int = PARKED_PER_WORKSPACE,
+        parked: int = PARKED,
     ) -> None:
         self.host_id = host_id
         self.queue = host_queue_for(host_id)
         self._lookup = lookup
         self._attach = attach
         self.share = share
+        self._lend: Lend = lend or (lambda _queue: contextlib.nullcontext())
+        self.parked_per_workspace = parked_per_workspace
+        self.parked_cap = parked
         self._held: collections.Counter[str] = collections.Counter()
+        # Per workspace, its parked calls in arrival order (each waits for a place).
+        self._parked: dict[str, collections.deque[asyncio.Future[None]]] = {}
+        self.parked = 0  # calls parked now
         self._returns = ReturnSpacing()
         self.handed_back = 0  # calls handed back to Temporal so far (a workspace at its share)
         self.server_retries = 0  # of them, those the server was to bring back itself
@@ -146,17 +173,80 @@ class HostRouter:
         assert workspace_id is not None  # _find refuses a call naming none
         held = self._held[workspace_id]
         if self.share is not None and held >= self.share:
-            self.handed_back += 1
-            raise self._busy(workspace_id, held, timeout_ms)
-        self._held[workspace_id] += 1
+            if not await self._park(workspace_id, timeout_ms):
+                self.handed_back += 1
+                raise self._busy(workspace_id, held, timeout_ms)
+            # A held call's place passed to this one: it is counted already.
+        else:
+            self._held[workspace_id] += 1
         try:
             yield workspace
         finally:
-            self._held[workspace_id] -= 1
-            self._returns.ended(workspace_id, time.monotonic())
-            if self._held[workspace_id] <= 0:
-                del self._held[workspace_id]
-                self._returns.forget(workspace_id)
+            self._end(workspace_id)
+
+    def _end(self, workspace_id: str) -> None:
+        """A held call of ``workspace_id`` ended: its place passes to the oldest call parked
+        behind it, or is free."""
+        self._returns.ended(workspace_id, time.monotonic())
+        waiting = self._parked.get(workspace_id)
+        while waiting:
+            waiter = waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self._held[workspace_id] -= 1
+        if self._held[workspace_id] <= 0:
+            del self._held[workspace_id]
+            self._returns.forget(workspace_id)
+
+    def parked_for(self, workspace_id: str) -> int:
+        """Calls of ``workspace_id`` parked now."""
+        return sum(1 for w in self._parked.get(workspace_id, ()) if not w.done())
+
+    async def _park(self, workspace_id: str, timeout_ms: int | None) -> bool:
+        """Wait (heartbeating, the slot lent back) for a place in ``workspace_id``'s share;
+        False when the call cannot be parked (the caps, no queueing budget left) or its
+        budget ran out waiting: then it is handed back."""
+        limit = self._queue_left_s(timeout_ms)
+        waiting = self._parked.setdefault(workspace_id, collections.deque())
+        if (
+            (limit is not None and limit <= 0)
+            or self.parked >= self.parked_cap
+            or self.parked_for(workspace_id) >= self.parked_per_workspace
+        ):
+            return False
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiting.append(waiter)
+        self.parked += 1
+        try:
+            with self._lend(self.queue):
+                async with heartbeating(Progress(phase="queued")):
+                    await asyncio.wait_for(asyncio.shield(waiter), limit)
+            return True
+        except TimeoutError:
+            if waiter.done():
+                return True  # the place came with the deadline: taken
+            waiter.cancel()
+            return False
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._end(workspace_id)  # handed a place as it was cancelled: pass it on
+            else:
+                waiter.cancel()
+            raise
+        finally:
+            self.parked -= 1
+            if not any(not w.done() for w in waiting):
+                self._parked.pop(workspace_id, None)
+
+    @staticmethod
+    def _queue_left_s(timeout_ms: int | None) -> float | None:
+        """What the running attempt leaves for waiting beyond its own budget and the
+        reserve (the caller's start_to_close_for, read backwards); None: unbounded."""
+        left = time_left()
+        if left is None:
+            return None
+        return queue_budget_s(left, (timeout_ms or DEFAULT_TIMEOUT_MS) / 1000)
 
     def _busy(self, workspace_id: str, held: int, timeout_ms: int | None) -> ApplicationError:
         """The hand-back of a call: its pause as the next retry delay, retryable while the

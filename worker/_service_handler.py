@@ -21,7 +21,9 @@ namespace could not have asked. Calls are never checked otherwise (no describe p
 
 What a caller may ask is bounded (:class:`~fs_search.activities.budget.BackingOptions`):
 only the four fs_search activities, only on fs-search queues, with timeouts and attempts
-within limits; the request's own checks are the activity's.
+within limits; the request's own checks are the activity's. A cancel reaches only an
+activity the service started (:mod:`~fs_search.worker._own_operations`), and the handler's
+failures carry no stack trace (:mod:`~fs_search.worker._quiet_failures`).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from temporalio.client import Client
 from temporalio.common import Priority, RetryPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
-from temporalio.worker import Worker
+from temporalio.worker import PollerBehaviorAutoscaling, Worker
 
 from fs_search.activities.budget import BackingOptions
 from fs_search.activities.contract import (
@@ -61,8 +63,11 @@ from fs_search.activities.contract import (
 )
 from fs_search.activities.summaries import summary_of
 from fs_search.worker._app import temporal_worker
+from fs_search.worker._caller_share import NEXUS_SLOTS, CallerShare, busy, caller_of
+from fs_search.worker._own_operations import ActivityOperation, activity_id_for
+from fs_search.worker._quiet_failures import quiet_client, thin_sdk_nexus_warnings
 from fs_search.workflows import FsSearchService, GlobCall, GrepCall, ReadSpillCall, ToolsCall
-from fs_search.workflows._liveness import QueueLiveness, liveness_of, unserved
+from fs_search.workflows._liveness import QueueLiveness, liveness_if_free, unserved
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +75,10 @@ NEXUS_QUEUE_ENV = "FS_SEARCH_NEXUS_QUEUE"
 # The one server setting Nexus needs beside what a dev server has: an activity may carry
 # the completion callback of the operation it backs.
 CALLBACKS_DYNAMIC_CONFIG = "activity.enableCallbacks=true"
+# At most this many polls of the handler queue at once (autoscaled from 5).
+NEXUS_POLLS = 20
 _R = TypeVar("_R")
-Liveness = Callable[[Client, str], Awaitable[QueueLiveness]]
+Liveness = Callable[..., Awaitable[QueueLiveness | None]]
 
 
 @nexusrpc.handler.service_handler(service=FsSearchService)
@@ -84,18 +91,44 @@ class FsSearchServiceHandler:
         liveness: who polls a queue (injectable for tests).
     """
 
-    def __init__(self, *, cap_ms: int | None = None, liveness: Liveness = liveness_of) -> None:
+    def __init__(
+        self,
+        *,
+        cap_ms: int | None = None,
+        liveness: Liveness = liveness_if_free,
+        slots: int = NEXUS_SLOTS,
+    ) -> None:
         self.cap_ms = cap_ms
         self._liveness = liveness
+        # Each caller namespace's share of the starts and queue checks (_caller_share.py).
+        self.callers = CallerShare(slots)
 
-    @nexus.temporal_operation
-    async def tools(
+    @nexusrpc.handler.operation_handler
+    def tools(self) -> nexusrpc.handler.OperationHandler[ToolsCall, ToolsResult]:
+        """The catalogue of the named workspace (``fs_search.tools``)."""
+        return ActivityOperation("tools", self._tools, self.callers)
+
+    @nexusrpc.handler.operation_handler
+    def glob(self) -> nexusrpc.handler.OperationHandler[GlobCall, GlobResult]:
+        """glob in the named workspace (``fs_search.glob``)."""
+        return ActivityOperation("glob", self._glob, self.callers)
+
+    @nexusrpc.handler.operation_handler
+    def grep(self) -> nexusrpc.handler.OperationHandler[GrepCall, GrepResult]:
+        """grep in the named workspace (``fs_search.grep``)."""
+        return ActivityOperation("grep", self._grep, self.callers)
+
+    @nexusrpc.handler.operation_handler
+    def read_spill(self) -> nexusrpc.handler.OperationHandler[ReadSpillCall, ReadSpillResult]:
+        """A page of a spill artifact of the named workspace (``fs_search.read_spill``)."""
+        return ActivityOperation("read_spill", self._read_spill, self.callers)
+
+    async def _tools(
         self,
         ctx: nexus.TemporalStartOperationContext,
         client: nexus.TemporalNexusClient,
         call: ToolsCall,
     ) -> nexus.TemporalOperationResult[ToolsResult]:
-        """The catalogue of the named workspace (``fs_search.tools``)."""
         request = (call.request or ToolsRequest()).model_copy(
             update={"workspace_id": call.workspace_id}
         )
@@ -103,40 +136,34 @@ class FsSearchServiceHandler:
             ctx, client, TOOLS_ACTIVITY, call, request, ToolsResult, "fs_search tools"
         )
 
-    @nexus.temporal_operation
-    async def glob(
+    async def _glob(
         self,
         ctx: nexus.TemporalStartOperationContext,
         client: nexus.TemporalNexusClient,
         call: GlobCall,
     ) -> nexus.TemporalOperationResult[GlobResult]:
-        """glob in the named workspace (``fs_search.glob``)."""
         request = call.request.model_copy(update={"workspace_id": call.workspace_id})
         return await self._start(
             ctx, client, GLOB_ACTIVITY, call, request, GlobResult, _summary(call, request)
         )
 
-    @nexus.temporal_operation
-    async def grep(
+    async def _grep(
         self,
         ctx: nexus.TemporalStartOperationContext,
         client: nexus.TemporalNexusClient,
         call: GrepCall,
     ) -> nexus.TemporalOperationResult[GrepResult]:
-        """grep in the named workspace (``fs_search.grep``)."""
         request = call.request.model_copy(update={"workspace_id": call.workspace_id})
         return await self._start(
             ctx, client, GREP_ACTIVITY, call, request, GrepResult, _summary(call, request)
         )
 
-    @nexus.temporal_operation
-    async def read_spill(
+    async def _read_spill(
         self,
         ctx: nexus.TemporalStartOperationContext,
         client: nexus.TemporalNexusClient,
         call: ReadSpillCall,
     ) -> nexus.TemporalOperationResult[ReadSpillResult]:
-        """A page of a spill artifact of the named workspace (``fs_search.read_spill``)."""
         request = call.request.model_copy(update={"workspace_id": call.workspace_id})
         return await self._start(
             ctx,
@@ -166,7 +193,18 @@ class FsSearchServiceHandler:
             call, timeout_ms=getattr(request, "timeout_ms", None), cap_ms=self.cap_ms
         )
         if call.check_queue:
-            liveness = await self._liveness(client.client, backing.task_queue)
+            caller = caller_of(ctx.inbound_links)
+            # Never waited for: a check that cannot be made now (the caller's budget of checks,
+            # or the process's, spent) is answered RESOURCE_EXHAUSTED, and the caller's server
+            # asks again after its back-off. Started unchecked instead, a flood of checks on
+            # made-up workspaces became as many activities and completion callbacks, which
+            # filled the server's queues for every other caller.
+            liveness = await self._liveness(
+                client.client, backing.task_queue, budget=self.callers.checks(caller)
+            )
+            if liveness is None:
+                self.callers.refused += 1
+                raise busy()
             if not liveness.polled:
                 result = unserved(
                     liveness,
@@ -182,7 +220,7 @@ class FsSearchServiceHandler:
                 activity_name,
                 request,
                 # The Nexus request id: a retried start request finds the same activity.
-                id=f"fs-search-{activity_name.removeprefix('fs_search.')}-{ctx.request_id}",
+                id=activity_id_for(activity_name.removeprefix("fs_search."), ctx.request_id),
                 task_queue=backing.task_queue,
                 result_type=result_type,
                 start_to_close_timeout=backing.start_to_close,
@@ -229,10 +267,18 @@ def service_worker(client: Client, queue: str, *, cap_ms: int | None = None) -> 
     """A Worker serving the ``fs_search`` Nexus service on ``queue`` (no activities: each
     operation runs on the workspace's own queue)."""
     return temporal_worker(
-        client,
+        # Its failures reach callers of the endpoint: no stack traces (worker/_quiet_failures.py).
+        quiet_client(client),
         task_queue=queue,
         activities=[],
-        nexus_service_handlers=[FsSearchServiceHandler(cap_ms=cap_ms)],
+        nexus_service_handlers=[FsSearchServiceHandler(cap_ms=cap_ms, slots=NEXUS_SLOTS)],
+        max_concurrent_nexus_tasks=NEXUS_SLOTS,
+        # Requests wait on the server for a poll of this queue (holding a worker of the
+        # server's outbound queue, which also delivers every operation's result): under a
+        # flood, more polls drain them (most answered at once, beyond their caller's share).
+        nexus_task_poller_behavior=PollerBehaviorAutoscaling(
+            minimum=2, initial=5, maximum=NEXUS_POLLS
+        ),
     )
 
 
@@ -265,6 +311,7 @@ async def serving_service(
         yield None
         return
     worker = service_worker(client, queue, cap_ms=cap_ms)
+    thin_sdk_nexus_warnings()
     async with worker:
         log.info(
             "serving the fs_search Nexus service on task queue %s, namespace %s; an endpoint "

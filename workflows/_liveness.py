@@ -27,11 +27,11 @@ its server here (:func:`pollers_here`) and counts the queues its workers poll
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import timedelta
 
 from pydantic import BaseModel
@@ -40,7 +40,13 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from fs_search.activities.contract import ErrorCode, ToolResult
-from fs_search.workflows._task_queues import DESCRIBES, LIVE_S, list_pollers, poll_ages
+from fs_search.workflows._task_queues import (
+    DESCRIBES,
+    LIVE_S,
+    RateLimit,
+    list_pollers,
+    poll_ages,
+)
 
 QUEUE_LIVENESS_ACTIVITY = "fs_search.queue_liveness"
 CACHE_S = 3.0
@@ -55,13 +61,66 @@ class QueueLiveness(BaseModel):
     detail: str = ""
 
 
-@dataclass
-class _Cached:
-    at: float
-    answer: QueueLiveness
+class Answers:
+    """Answers kept :data:`CACHE_S` each, in two segments of bounded size: one for answers
+    never read again (``size`` of them), one for answers read again (``protected``): the
+    queue many waiting calls ask about. Expired answers go first, in the order they came,
+    then each segment's least recently used. A flood of made-up queues, each asked once,
+    only ever churns the first segment, so it never pushes out an answer in use (before,
+    the whole cache was dropped whenever it passed 1,024 queues)."""
+
+    def __init__(self, size: int = 1024, protected: int = 256, ttl: float = CACHE_S) -> None:
+        self.ttl = ttl
+        self._new: _Segment = _Segment(size)
+        self._used: _Segment = _Segment(protected)
+
+    def get(self, key: tuple[str, str], now: float) -> QueueLiveness | None:
+        """The answer for ``key`` if still fresh at ``now``."""
+        for segment in (self._used, self._new):
+            found = segment.items.get(key)
+            if found is None:
+                continue
+            if now - found[0] >= self.ttl:
+                return None
+            if segment is self._new:  # read again: in use
+                del self._new.items[key]
+                self._used.add(key, found, now, self.ttl)
+            else:
+                self._used.items.move_to_end(key)
+            return found[1]
+        return None
+
+    def put(self, key: tuple[str, str], answer: QueueLiveness, now: float) -> None:
+        """Keep ``answer`` for ``key`` from ``now``."""
+        if key in self._used.items:
+            self._used.add(key, (now, answer), now, self.ttl)
+        else:
+            self._new.add(key, (now, answer), now, self.ttl)
+
+    def __len__(self) -> int:
+        return len(self._new.items) + len(self._used.items)
 
 
-_CACHE: dict[tuple[str, str], _Cached] = {}
+class _Segment:
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.items: collections.OrderedDict[tuple[str, str], tuple[float, QueueLiveness]] = (
+            collections.OrderedDict()
+        )
+
+    def add(
+        self, key: tuple[str, str], value: tuple[float, QueueLiveness], now: float, ttl: float
+    ) -> None:
+        items = self.items
+        items.pop(key, None)
+        items[key] = value
+        while items and now - next(iter(items.values()))[0] >= ttl:
+            items.popitem(last=False)
+        while len(items) > self.size:
+            items.popitem(last=False)
+
+
+_CACHE = Answers()
 # (server, namespace) -> how many of this process's workers poll each activity queue there,
 # for servers registered by ``pollers_here``.
 _HERE: dict[tuple[str, str], Counter[str]] = {}
@@ -117,13 +176,37 @@ async def queue_liveness(queue: str) -> QueueLiveness:
 
 async def liveness_of(client: Client, queue: str) -> QueueLiveness:
     """Whether a live worker polls the activity task queue ``queue`` of ``client``'s
-    namespace (never raises): what the local activity answers, and what the Nexus handler
-    and one-off calls ask directly."""
-    key = (client.namespace, queue)
-    cached = _CACHE.get(key)
-    if cached is not None and time.monotonic() - cached.at < CACHE_S:
-        return cached.answer
+    namespace (never raises): what the local activity answers, and what one-off calls ask
+    directly (waiting for the process-wide limiter)."""
+    cached = _CACHE.get((client.namespace, queue), time.monotonic())
+    if cached is not None:
+        return cached
     await DESCRIBES.wait()
+    return await _described(client, queue)
+
+
+async def liveness_if_free(
+    client: Client, queue: str, *, budget: RateLimit | None = None
+) -> QueueLiveness | None:
+    """:func:`liveness_of` without waiting: a cached answer, or one asked now when the
+    process-wide limiter (and ``budget``, say the caller's own share of it) has a slot free
+    at once; None otherwise. The Nexus handler asks this way: a check never holds one of
+    its slots asleep, and a waiter of the limiter (the fleet's attach check) goes first."""
+    cached = _CACHE.get((client.namespace, queue), time.monotonic())
+    if cached is not None:
+        return cached
+    if budget is not None and not budget.try_take():
+        return None
+    if not DESCRIBES.try_take():
+        if budget is not None:
+            budget.give_back()
+        return None
+    return await _described(client, queue)
+
+
+async def _described(client: Client, queue: str) -> QueueLiveness:
+    """Who polls ``queue`` (a limiter's slot taken), the answer kept a few seconds."""
+    key = (client.namespace, queue)
     try:
         pollers = await list_pollers(client, queue)
     except Exception as e:  # noqa: BLE001 - any failure: not known
@@ -144,9 +227,7 @@ async def liveness_of(client: Client, queue: str) -> QueueLiveness:
         )
     else:
         answer = QueueLiveness(queue=queue, polled=False, detail="never polled recently")
-    if len(_CACHE) > 1024:
-        _CACHE.clear()
-    _CACHE[key] = _Cached(time.monotonic(), answer)
+    _CACHE.put(key, answer, time.monotonic())
     return answer
 
 

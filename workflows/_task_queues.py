@@ -80,11 +80,32 @@ class RateLimit:
             self._next = due + self.interval
             return max(0.0, due - now - (self.burst - 1) * self.interval)
 
+    def try_take(self) -> bool:
+        """Take a slot only if one is free now (nothing to wait for); never queues, so any
+        waiter (:meth:`wait`) goes first."""
+        with self._lock:
+            now = time.monotonic()
+            due = max(self._next, now)
+            if due - now - (self.burst - 1) * self.interval > 0:
+                return False
+            self._next = due + self.interval
+            return True
+
+    def give_back(self) -> None:
+        """Return a slot taken and not used (its waiter gave up): the next caller may have
+        it, rather than every later one waiting one interval more for nothing."""
+        with self._lock:
+            self._next = max(time.monotonic(), self._next - self.interval)
+
     async def wait(self) -> None:
-        """Wait for the next slot."""
+        """Wait for the next slot; cancelled while waiting, it is given back."""
         delay = self.reserve()
         if delay > 0:
-            await asyncio.sleep(delay)
+            try:
+                await asyncio.sleep(delay)
+            except asyncio.CancelledError:
+                self.give_back()
+                raise
 
 
 # Every queue check of this process: a third of Temporal Cloud's 30 calls/s per namespace.

@@ -24,7 +24,10 @@ import contextlib
 import ctypes
 import logging
 import mmap
-from typing import cast
+import os
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -50,6 +53,7 @@ _MAX_BUCKETS = 4096
 # Names whose places are set at a time (the block's temporaries stay small).
 _PLACE_BLOCK = 1 << 16
 _TIMES = job_name(times)
+_T = TypeVar("_T")
 
 
 class ModifiedOrder:
@@ -112,7 +116,10 @@ class ModifiedOrder:
 
     async def _thread_lane(self) -> None:
         while (i := await self._queue.get()) is not None:
-            self._times[i] = await asyncio.to_thread(times, [self._unit(i)], dir_fd=self.dir_fd)
+            # The thread reads beneath a descriptor of its own: cancelled, it goes on until
+            # its unit is read, and by then the caller's descriptor may be closed and its
+            # number another call's tree.
+            self._times[i] = await in_thread(times, [self._unit(i)], dir_fd=self.dir_fd)
 
     async def _helper_lane(self) -> None:
         try:
@@ -139,7 +146,7 @@ class ModifiedOrder:
             for lane in self._lanes:
                 lane.cancel()  # the others, when one failed
             self._lanes.clear()
-        return await asyncio.to_thread(self._ordered)
+        return await in_thread(self._ordered, dir_fd=self.dir_fd)
 
     async def discard(self) -> None:
         """Stop the lanes once each has read its unit in hand (a few ms: its helper stays
@@ -160,10 +167,11 @@ class ModifiedOrder:
             self._units.clear()
             self._times.clear()
 
-    def _ordered(self) -> list[bytes]:
-        """In a thread: the times a dead helper left unread, then the sorted listing."""
+    def _ordered(self, *, dir_fd: int) -> list[bytes]:
+        """In a thread: the times a dead helper left unread (beneath ``dir_fd``), then the
+        sorted listing."""
         parts = [
-            got if got is not None else times([self._unit(i)], dir_fd=self.dir_fd)
+            got if got is not None else times([self._unit(i)], dir_fd=dir_fd)
             for i, got in enumerate(self._times)
         ]
         self._times.clear()
@@ -192,6 +200,47 @@ class ModifiedOrder:
         del places
         # One bytearray: the glob digest takes it as its names buffer, with no copy.
         return cast("list[bytes]", [ordered])
+
+
+async def in_thread(job: Callable[..., _T], *args: Any, dir_fd: int) -> _T:
+    """``job(*args, dir_fd=...)`` in a thread, beneath a descriptor of its own (a ``dup``
+    of ``dir_fd``): cancelled, the thread goes on until the job is done, and by then the
+    caller's descriptor may be closed and its number another call's tree; the thread's own
+    one still names this one. Closed when the job ends, or here when it never started."""
+    lease = _Lease(os.dup(dir_fd))
+
+    def run() -> _T:
+        fd = lease.take()
+        if fd is None:
+            raise asyncio.CancelledError  # abandoned before it started
+        try:
+            return job(*args, dir_fd=fd)
+        finally:
+            os.close(fd)
+
+    try:
+        return await asyncio.to_thread(run)
+    except asyncio.CancelledError:
+        lease.abandon()
+        raise
+
+
+class _Lease:
+    """A descriptor handed to a thread, or closed by its owner if the thread never takes it."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd: int | None = fd
+        self._lock = threading.Lock()
+
+    def take(self) -> int | None:
+        with self._lock:
+            fd, self._fd = self._fd, None
+            return fd
+
+    def abandon(self) -> None:
+        fd = self.take()
+        if fd is not None:
+            os.close(fd)
 
 
 _new_bytearray = ctypes.pythonapi.PyByteArray_FromStringAndSize

@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fs_search.activities.rg._sandbox import FORK_CHILD, Sandbox
+from fs_search.activities.shown import escaped
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,8 @@ SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_fork_server.
 # Where the server finds its end of the socket pair.
 _SERVER_FD = 3
 _SERVER_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C"}
+# The longest line of the server's stderr logged (the rest of it is its own lines).
+_ERROR_LINE = 2000
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,9 @@ class _Connection:
         self.ids = itertools.count(1)
         self.alive = True
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        # The server's own stderr: a pipe this process reads and logs, line by line, cut
+        # (its stdout: /dev/null). It never writes into the worker's log directly.
+        errors_r, errors_w = os.pipe2(os.O_CLOEXEC)
         try:
             argv = [sandbox.python, "-I", "-S", SERVER, *_options(sandbox)]
             # dup2 onto the same number would keep close-on-exec: never the same number.
@@ -122,6 +128,8 @@ class _Connection:
                     _SERVER_ENV,
                     file_actions=[
                         (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                        (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                        (os.POSIX_SPAWN_DUP2, errors_w, 2),
                         (os.POSIX_SPAWN_DUP2, source, _SERVER_FD),
                     ],
                     setsid=True,
@@ -131,10 +139,18 @@ class _Connection:
                     os.close(source)
         except BaseException:
             ours.close()
+            os.close(errors_r)
             raise
         finally:
             theirs.close()
+            os.close(errors_w)
         self.sock = ours
+        threading.Thread(
+            target=_log_errors,
+            args=(errors_r, self.pid),
+            name="fs-search-fork-server-errors",
+            daemon=True,
+        ).start()
         ours.setblocking(False)
         # Reaped by a thread of its own (asyncio's child watchers know only their own).
         threading.Thread(
@@ -379,6 +395,15 @@ def _kill_when_known(future: asyncio.Future[int | None]) -> None:
     if pid is not None:
         with contextlib.suppress(OSError):
             os.killpg(pid, signal.SIGKILL)
+
+
+def _log_errors(fd: int, pid: int) -> None:
+    """Log what the fork server writes on its stderr (bounded lines, escaped) until it
+    exits."""
+    with os.fdopen(fd, "rb", buffering=0) as errors:
+        for line in iter(lambda: errors.readline(_ERROR_LINE), b""):
+            text = line.decode("utf-8", "replace").rstrip("\n")
+            log.warning("the rg fork server (pid %d) says: %s", pid, escaped(text))
 
 
 def _reap(pid: int) -> None:

@@ -30,6 +30,14 @@ ends, or the kernel's SIGTERM on the worker's death, ``PR_SET_PDEATHSIG``) it ki
 child's group and exits. Should the server itself be killed, the worker kills the rg
 processes it was told of, through their pidfds.
 
+Should both be killed at once (SIGKILL: neither can act), a **guard** kills rg: a fork of the
+server made at its start (before any thread), in a session of its own, holding a pidfd of
+the server and one of every rg the server starts (sent to it as each starts). The moment the
+server has exited it kills every rg still running, through those pidfds, and exits. rg has
+no parent-death signal (``posix_spawn`` cannot set one, and rg's parent is a thread that
+ends at once); a fork and exec that could set it cost ~3 ms of CPU more per search than
+``posix_spawn`` (measured: docs/performance-notes.md), the guard a message per search.
+
 Options (besides the three above): ``--memory-mb N``, ``--landlock-abi N`` and ``--file
 PATH`` (repeated): the sandbox's settings.
 """
@@ -37,6 +45,7 @@ PATH`` (repeated): the sandbox's settings.
 from __future__ import annotations
 
 import array
+import contextlib
 import ctypes
 import heapq
 import importlib.util
@@ -150,6 +159,19 @@ class Server:
         self.selector = selectors.DefaultSelector()
         self.selector.register(sock, selectors.EVENT_READ, None)
         self.devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+        self.guard: _Guarded | None = None
+        self._guard()
+
+    def _guard(self) -> None:
+        """Start the guard (module docstring), at start and again should it have died; only
+        while no request's thread runs (a fork copies the calling thread alone)."""
+        try:
+            self.guard = _Guarded.start(self.devnull)
+        except OSError as e:
+            self.guard = None
+            sys.stderr.write(f"fs-search fork server: no guard ({e})\n")
+            return
+        self.selector.register(self.guard.pidfd, selectors.EVENT_READ, _GUARD)
 
     def serve(self) -> None:
         while True:
@@ -161,6 +183,8 @@ class Server:
                     if not self._request():
                         self._shutdown()
                         return
+                elif key.data is _GUARD:
+                    self._guard_gone()
                 else:
                     self._reap(key.data)
             self._expire()
@@ -240,7 +264,24 @@ class Server:
         self.children[pidfd] = child
         heapq.heappush(self.deadlines, (deadline, next(self.sequence), child))
         self.selector.register(pidfd, selectors.EVENT_READ, pidfd)
+        self._watched(pidfd)
         self._send({"id": rid, "pid": pid}, [pidfd])
+
+    def _watched(self, pidfd: int) -> None:
+        """The guard holds a pidfd of the new rg (a guard that died is started again)."""
+        if self.guard is None:
+            self._guard()
+        if self.guard is not None and not self.guard.watch(pidfd):
+            self._guard_gone()
+            self._guard()
+            if self.guard is not None:
+                self.guard.watch(pidfd)
+
+    def _guard_gone(self) -> None:
+        if self.guard is not None:
+            self.selector.unregister(self.guard.pidfd)
+            self.guard.close()
+            self.guard = None
 
     # --- exits and deadlines ---------------------------------------------------------
 
@@ -275,6 +316,109 @@ class Server:
                 os.waitpid(child.pid, 0)
             except OSError:
                 pass
+
+
+_GUARD = "guard"
+
+
+class _Guarded:
+    """The server's end of its guard: a socket the rg pidfds are sent on, the guard's pid."""
+
+    def __init__(self, sock: socket.socket, pid: int, pidfd: int) -> None:
+        self.sock, self.pid, self.pidfd = sock, pid, pidfd
+
+    @classmethod
+    def start(cls, devnull: int) -> _Guarded:
+        """Fork the guard (the caller is the server's only thread)."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        server = os.pidfd_open(os.getpid())
+        try:
+            pid = os.fork()
+        except BaseException:
+            ours.close()
+            theirs.close()
+            os.close(server)
+            raise
+        if pid == 0:  # the guard: never returns into the server's code
+            code = 0
+            try:
+                ours.close()
+                os.setsid()  # a kill of the server's group leaves the guard
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                for fd in (0, 1, 2):
+                    os.dup2(devnull, fd)
+                # Nothing of the server's stays open here (the worker's socket above all:
+                # the worker must see it end when the server dies).
+                keep = {0, 1, 2, theirs.fileno(), server}
+                for name in os.listdir("/proc/self/fd"):
+                    if int(name) not in keep:
+                        with contextlib.suppress(OSError):
+                            os.close(int(name))
+                _guard(theirs, server)
+            except BaseException:  # noqa: BLE001 - the guard's end, whatever happened
+                code = 1
+            os._exit(code)
+        theirs.close()
+        os.close(server)
+        ours.setblocking(False)
+        return cls(ours, pid, os.pidfd_open(pid))
+
+    def watch(self, pidfd: int) -> bool:
+        """Hand the guard a pidfd of a new rg; False when the guard has gone."""
+        try:
+            self.sock.sendmsg(
+                [b"w"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [pidfd]))]
+            )
+        except OSError:
+            return False
+        return True
+
+    def close(self) -> None:
+        """Forget the guard (reaped if it has exited; it exits when its socket ends)."""
+        self.sock.close()
+        with contextlib.suppress(OSError):
+            os.waitpid(self.pid, os.WNOHANG)
+        os.close(self.pidfd)
+
+
+def _guard(sock: socket.socket, server: int) -> None:
+    """The guard's loop: hold each rg's pidfd until it exits; when the server has exited
+    (its pidfd readable) or its socket ends, kill every rg still held, and return."""
+    selector = selectors.DefaultSelector()
+    selector.register(sock, selectors.EVENT_READ, None)
+    selector.register(server, selectors.EVENT_READ, _GUARD)
+    held: set[int] = set()
+    while True:
+        for key, _ in selector.select():
+            if key.data is _GUARD:
+                return _kill_held(held)
+            if key.data is None:
+                try:
+                    data, ancdata, _, _ = sock.recvmsg(16, socket.CMSG_SPACE(_MAX_FDS * 4))
+                except OSError:
+                    data, ancdata = b"", []
+                fds = [
+                    fd
+                    for level, kind, payload in ancdata
+                    if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS
+                    for fd in memoryview(payload)[: len(payload) - len(payload) % 4].cast("i")
+                ]
+                if not data and not fds:
+                    return _kill_held(held)
+                for fd in fds:
+                    held.add(fd)
+                    selector.register(fd, selectors.EVENT_READ, fd)
+            else:  # an rg exited
+                selector.unregister(key.data)
+                held.discard(key.data)
+                os.close(key.data)
+
+
+def _kill_held(held: set[int]) -> None:
+    for fd in held:
+        with contextlib.suppress(OSError):
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
 
 
 def _kill_group(pid: int) -> None:

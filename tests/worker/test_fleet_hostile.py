@@ -197,6 +197,7 @@ async def test_a_flood_holds_only_its_share_of_a_host_queue(dev_env, tmp_path):
         wq,
     ):
         await _until(lambda: {"flood", "quiet"} <= set(fleet.attached), 30)
+        fleet.router.parked_per_workspace = 0  # hand-backs, not parking (issue 47), here
         host = fleet.host_id
         flood_calls = [("grep", {"pattern": "x", "path": "huge.bin"})] * 16
         flood_started = time.monotonic()
@@ -335,6 +336,7 @@ async def test_a_one_off_call_handed_back_is_retried_by_the_server(dev_env, tmp_
     ):
         await _until(lambda: "w" in fleet.attached, 30)
         assert fleet.router.share == 1
+        fleet.router.parked_per_workspace = 0  # hand-backs, not parking (issue 47), here
         slow = FsSearchClient(dev_env.client, "w", host=fleet.host_id, timeout_ms=1000)
         quick = FsSearchClient(dev_env.client, "w", host=fleet.host_id)
         holding = asyncio.create_task(slow.grep("zzz", path="huge.bin"))
@@ -355,3 +357,48 @@ async def test_a_one_off_call_handed_back_is_retried_by_the_server(dev_env, tmp_
     expected = router.handed_back + 1 if router.handed_back < HAND_BACKS_ON_SERVER else None
     if expected is not None:
         assert described.attempt == expected, (described.attempt, router.handed_back)
+
+
+async def test_calls_beyond_a_share_wait_in_the_host_with_their_slots_lent(dev_env, tmp_path):
+    """Parking (issue 47): at a share of 1, a flood's calls beyond the share wait in the
+    worker (none handed back), lending their slots, so another workspace's grep is taken at
+    once; each parked call runs as a place frees, and all of them end (none lost)."""
+    root = tmp_path / "root"
+    sparse_file(root / "flood" / "huge.bin", gigabytes=20)
+    write_tree(root / "quiet", {"q.txt": "quiet\n"})
+    async with _host_fleet(
+        dev_env, root, tmp_path / "spill", scan_interval=0.2, **SHARE_OF_ONE
+    ) as (fleet, wq):
+        await _until(lambda: {"flood", "quiet"} <= set(fleet.attached), 30)
+        host = fleet.host_id
+        flood = asyncio.create_task(
+            dev_env.client.execute_workflow(
+                ConcurrentCallsWorkflow.run,
+                Calls(
+                    options=Options(workspace_id="flood", host=host, timeout_ms=1000),
+                    calls=[("grep", {"pattern": "x", "path": "huge.bin"})] * 8,
+                ),
+                id=f"flood-{uuid.uuid4()}",
+                task_queue=wq,
+            )
+        )
+        await _until(lambda: fleet.router.parked >= 4, 30)
+        # Parked calls lend their slots: the process counts only what it really holds.
+        assert fleet.held_slots.running <= fleet.services.capacity.held
+        started = time.monotonic()
+        [quiet] = await dev_env.client.execute_workflow(
+            CallsWorkflow.run,
+            Calls(
+                options=Options(workspace_id="quiet", host=host),
+                calls=[("grep", {"pattern": "quiet"})],
+            ),
+            id=f"quiet-{uuid.uuid4()}",
+            task_queue=wq,
+        )
+        quiet_s = time.monotonic() - started
+        flooded = await flood
+    assert not quiet.is_error and quiet.result.total == 1, quiet.text
+    assert quiet_s < 4, quiet_s
+    assert fleet.router.handed_back == 0
+    assert fleet.router.parked == 0
+    assert [r.error.code if r.error else "ok" for r in flooded] == ["SEARCH_ABORTED"] * 8

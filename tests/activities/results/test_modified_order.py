@@ -9,6 +9,7 @@ import os
 import random
 import signal
 import subprocess
+import threading
 from array import array
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from fs_search.activities.results import _modified_order as modified_order
 from fs_search.activities.results._modified import UNREADABLE, times
 from fs_search.activities.results._modified_order import ModifiedOrder, in_order, places_of
 from fs_search.activities.results._offload import Offload, _Helper
+from tests.procs import wait_until
 
 
 def rg_files(rg: str, root: Path, *flags: str) -> bytes:
@@ -223,3 +225,47 @@ async def test_a_discarded_listing_leaves_its_helper_usable(tmp_path, rg_bin):
         os.close(fd)
         offload.shutdown()
     assert got == rg_files(rg_bin, root, "--sort=modified")
+
+
+async def test_a_cancelled_reading_thread_keeps_reading_its_own_tree(tmp_path, monkeypatch):
+    """The thread reading a unit's times goes on after its lane is cancelled; the call then
+    closes its descriptor, and the number may be another call's tree by the time the thread
+    reads on. It reads beneath a descriptor of its own, so never that other tree (issue 47:
+    before, it read beneath the number)."""
+    ours = tmp_path / "ours"
+    theirs = tmp_path / "theirs"
+    for root in (ours, theirs):
+        root.mkdir()
+        for i in range(40):
+            (root / f"f{i:03}.txt").write_bytes(b"")
+    held = os.open(ours, os.O_PATH | os.O_DIRECTORY)
+    seen: list[str] = []
+    reading, resume = threading.Event(), threading.Event()
+    real_stat = os.stat
+
+    def stat(path, *, dir_fd=None, follow_symlinks=True):
+        if dir_fd is not None:
+            seen.append(os.readlink(f"/proc/self/fd/{dir_fd}"))
+            reading.set()
+            resume.wait(10)
+        return real_stat(path, dir_fd=dir_fd, follow_symlinks=follow_symlinks)
+
+    monkeypatch.setattr(os, "stat", stat)
+    order = ModifiedOrder(Offload(0), held)
+    order.feed(b"".join(f"f{i:03}.txt\0".encode() for i in range(40)))
+    order._cut(final=True)
+    assert await asyncio.to_thread(reading.wait, 10)
+    for lane in order._lanes:
+        lane.cancel()
+    await asyncio.gather(*order._lanes, return_exceptions=True)
+    # The call is over: its descriptor closed, the number now another tree's.
+    other = os.open(theirs, os.O_PATH | os.O_DIRECTORY)
+    os.close(held)
+    os.dup2(other, held)
+    os.close(other)
+    try:
+        resume.set()
+        await asyncio.to_thread(wait_until, lambda: len(seen) == 40, 10)
+        assert set(seen) == {str(ours)}, sorted(set(seen))
+    finally:
+        os.close(held)
