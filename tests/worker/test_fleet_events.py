@@ -272,12 +272,14 @@ async def test_workspaces_appear_and_vanish_from_their_events(dev_env, tmp_path)
         now = _identity(root / wid)
         await _until(lambda: wid in fleet.attached and fleet.attached[wid].holds() == now, 30)
         assert now != first
-        os.symlink(root / wid, root / "alias")
+        # Its own name: a queue another test's worker polled (on another host) is refused.
+        alias = f"alias-{uuid.uuid4().hex[:8]}"
+        os.symlink(root / wid, root / alias)
         os.symlink(outside, root / "escape")
-        await _until(lambda: "alias" in fleet.attached, 30)
+        await _until(lambda: alias in fleet.attached, 30)
         shutil.rmtree(root / wid)
         await _until(lambda: wid not in fleet.attached, 30)
-        await _until(lambda: "alias" not in fleet.attached, 30)  # its link's target went
+        await _until(lambda: alias not in fleet.attached, 30)  # its link's target went
         assert "escape" not in fleet.attached and "escape" in fleet._warned
         assert fleet.scans == 1  # all from events
 
