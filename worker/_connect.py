@@ -1,17 +1,20 @@
-"""Connect to Temporal the SDK's way: temporalio.envconfig (env, profiles, TLS, API key)."""
+"""Connect to Temporal the SDK's way: temporalio.envconfig (env, profiles, TLS, API key).
+
+temporalio loads when a connection is made, not with this module: the command line reads
+its errors and defaults without it (``fs-search --version`` never loads temporalio).
+"""
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
-from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
-from temporalio.client import Client, Plugin
-from temporalio.envconfig import ClientConfig, ClientConnectConfig
-from temporalio.runtime import Runtime
-from temporalio.service import RPCError, RPCStatusCode
+if TYPE_CHECKING:
+    from temporalio.client import Client, Plugin
+    from temporalio.envconfig import ClientConnectConfig
+    from temporalio.runtime import Runtime
 
 # Where every Temporal tool connects when nothing says otherwise.
 DEFAULT_ADDRESS = "localhost:7233"
@@ -79,6 +82,8 @@ def connection_settings(
         TemporalSettingsError: the settings cannot be loaded (a missing TLS file, bad TOML,
             an unknown profile).
     """
+    from temporalio.envconfig import ClientConfig
+
     try:
         config = ClientConfig.load_client_connect_config(profile=profile)
     except Exception as e:  # noqa: BLE001 - unreadable TLS files, bad TOML, unknown profile
@@ -116,6 +121,10 @@ async def connect(
             ``timeout``; the message is one line (``failed connecting to Temporal server
             at HOST:PORT: connection refused``).
     """
+    import asyncio
+
+    from temporalio.client import Client
+
     config = connection_settings(address=address, namespace=namespace, profile=profile)
     config.setdefault("target_host", DEFAULT_ADDRESS)
     target = config["target_host"]
@@ -144,6 +153,9 @@ async def connect(
 async def _check_namespace(client: Client, target: str) -> None:
     """A namespace the server does not have is a settings mistake, said once, here: a
     worker would otherwise poll it in vain (and the CLI fail with a traceback)."""
+    from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+    from temporalio.service import RPCError, RPCStatusCode
+
     try:
         await client.workflow_service.describe_namespace(
             DescribeNamespaceRequest(namespace=client.namespace)

@@ -1,0 +1,110 @@
+"""Which distribution this is, and whether another one claims the same names.
+
+fs-search installs as ``fs-search-temporal``. The package registry's ``fs-search``
+(0.1.x, an unrelated path-listing tool) installs the same import package ``fs_search`` (a
+regular package: ``fs_search/__init__.py``, ``core``, ``main``, ``utils``) and the same
+``fs-search`` command. fs-search's ``fs_search`` has no ``__init__.py`` of its own (three
+portions under one namespace), so a ``fs_search`` with a ``__file__`` is another
+distribution's. ``importlib.metadata`` loads when asked (``fs-search --version``) and looks
+names up one by one: no scan of every installed distribution.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import NamedTuple
+
+# The name to ``pip install``; the import package stays ``fs_search``, the command ``fs-search``.
+DISTRIBUTION = "fs-search-temporal"
+# Distributions known to install the import package ``fs_search`` and the command ``fs-search``.
+CLASHING = ("fs-search",)
+
+
+class Clash(NamedTuple):
+    """Another distribution installed beside this one that claims ``fs_search`` or the
+    ``fs-search`` command."""
+
+    name: str
+    version: str | None
+    location: str | None
+
+    def describe(self) -> str:
+        """One line: what it is and where it is installed."""
+        at = f" at {self.location}" if self.location else ""
+        return f"{self.name} {self.version or '(unknown version)'}{at}"
+
+
+def installed_version(name: str = DISTRIBUTION) -> str | None:
+    """The installed version of ``name`` (None when it is not installed, e.g. a source tree)."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def clashes() -> list[Clash]:
+    """The other distributions in this environment that install ``fs_search`` or the
+    ``fs-search`` command (the registry's ``fs-search``), looked up by name: no scan of
+    every installed distribution."""
+    import importlib.metadata
+
+    found = []
+    for name in CLASHING:
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        location = dist.locate_file("")
+        found.append(Clash(name, dist.version, str(location) if location else None))
+    return found
+
+
+def foreign_fs_search() -> str | None:
+    """Where the ``fs_search`` Python imports is another project's regular package (its
+    ``__init__.py``), or None when ``fs_search`` is fs-search's own namespace.
+
+    Only the already-imported module is looked at: nothing is imported here.
+    """
+    package = sys.modules.get("fs_search")
+    return getattr(package, "__file__", None) if package is not None else None
+
+
+def clash_warning() -> str | None:
+    """What ``fs-search --version`` warns about another distribution (None: no clash)."""
+    others = clashes()
+    foreign = foreign_fs_search()
+    if not others and not foreign:
+        return None
+    lines = []
+    if others:
+        named = "; ".join(other.describe() for other in others)
+        lines.append(
+            f"warning: {named} is also installed here: an unrelated project with the same "
+            "import package fs_search and the same command fs-search (whichever was "
+            "installed last owns the command)"
+        )
+    if foreign:
+        lines.append(
+            f"warning: the import package fs_search is another project's ({foreign}); "
+            f"{DISTRIBUTION}'s modules are fs_search.workflows, fs_search.worker and "
+            "fs_search.activities"
+        )
+    lines.append(
+        f"to keep {DISTRIBUTION} alone: pip uninstall {' '.join(CLASHING)}, then reinstall "
+        f"{DISTRIBUTION} (pip install --force-reinstall --no-deps ...) to get its command "
+        "back; `python -m fs_search.worker.cli` always runs this one"
+    )
+    return "\n".join(lines)
+
+
+__all__ = [
+    "CLASHING",
+    "DISTRIBUTION",
+    "Clash",
+    "clash_warning",
+    "clashes",
+    "foreign_fs_search",
+    "installed_version",
+]
