@@ -39,7 +39,15 @@ BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 SHELL = re.compile(r"^```sh\n(.*?)^```", re.S | re.M)
 TOML = re.compile(r"^```toml\n(.*?)^```", re.S | re.M)
 FILE_NAME = re.compile(r"\A# (?P<module>[a-z_][a-z0-9_]*)\.py\n")
-INSTALL = re.compile(rf'pip install "?{DISTRIBUTION}(?:\[(?P<extras>[a-z0-9,-]+)\])?"?')
+# Until a release is published, every page installs from a clone (the path is the reader's);
+# the registry line is said beside it, for after a release.
+CLONE = "/path/to/fs-search"
+CLONE_INSTALL = re.compile(
+    rf'pip install -e "?{re.escape(CLONE)}(?:\[(?P<extras>[a-z0-9,-]+)\])?"?(?=[\s`]|$)'
+)
+REGISTRY_INSTALL = re.compile(
+    rf'pip install "?{DISTRIBUTION}(?:\[(?P<extras>[a-z0-9,-]+)\])?"?(?=[\s`]|$)'
+)
 # The addresses the docs' client snippets connect to.
 ADDRESSES = ("localhost:7233", "temporal.example:7233")
 PUBLIC_MODULES = (
@@ -277,12 +285,17 @@ def _third_party_imports(code: str, own: set[str]) -> set[str]:
 
 @pytest.mark.parametrize("page", RUNNABLE, ids=name)
 def test_a_pages_install_line_brings_what_its_snippets_import(page):
-    """The page says ``pip install "fs-search-temporal[...]"`` with extras that install every
-    module its files import ([testing] for its tests), so following the page alone works."""
+    """The page's install command, ``pip install -e "/path/to/fs-search[...]"`` (a clone, until
+    a release), has extras that install every module its files import ([testing] for its
+    tests), and the page gives the registry's ``pip install "fs-search-temporal[...]"`` with
+    the same extras for after a release: following the page alone works."""
     files = file_snippets(page)
-    blocks = SHELL.findall(page.read_text())
-    lines = [m["extras"] or "" for block in blocks for m in INSTALL.finditer(block)]
-    assert lines, f"{name(page)} has no pip install line for {DISTRIBUTION}"
+    text = page.read_text()
+    blocks = SHELL.findall(text)
+    lines = [m["extras"] or "" for block in blocks for m in CLONE_INSTALL.finditer(block)]
+    assert lines, f"{name(page)} has no pip install -e {CLONE}[...] line"
+    registry = [m["extras"] or "" for m in REGISTRY_INSTALL.finditer(text)]
+    assert lines[0] in registry, f"{name(page)} gives no registry line with [{lines[0]}]"
     extras = set(lines[0].split(",")) - {""}
     declared = set(importlib.metadata.metadata(DISTRIBUTION).get_all("Provides-Extra") or [])
     assert extras <= declared, extras - declared
@@ -292,6 +305,22 @@ def test_a_pages_install_line_brings_what_its_snippets_import(page):
         assert owner in installed, f"{module} ({owner}) is not installed by [{','.join(extras)}]"
     if any(module.startswith("test_") for module in files):
         assert "testing" in extras
+
+
+@pytest.mark.parametrize("page", PAGES, ids=name)
+def test_no_command_installs_from_the_registry_before_a_release(page):
+    """fs-search-temporal is not on the package registry: no command to run (a shell block)
+    installs it from there; pages give that line in prose, labelled for after a release."""
+    for block in SHELL.findall(page.read_text(encoding="utf-8")):
+        commands = [line.split("#")[0] for line in block.splitlines()]
+        found = [c for c in commands if REGISTRY_INSTALL.search(c)]
+        assert found == [], f"{name(page)}: {found}"
+        for command in commands:
+            if "pip install" in command and "/path/to/" in command:
+                assert CLONE_INSTALL.search(command), f"{name(page)}: {command}"
+    for registry in REGISTRY_INSTALL.finditer(page.read_text(encoding="utf-8")):
+        around = page.read_text(encoding="utf-8")[max(0, registry.start() - 400) : registry.end()]
+        assert re.search(r"release|published", around), f"{name(page)}: {registry[0]} unlabelled"
 
 
 @functools.cache
