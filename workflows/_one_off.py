@@ -32,7 +32,6 @@ from temporalio.common import Priority, RetryPolicy
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 from temporalio.exceptions import TimeoutType
 from temporalio.service import RPCError, RPCStatusCode
-from temporalio.worker import Worker
 
 from fs_search.activities.budget import (
     DEFAULT_HEARTBEAT_TIMEOUT,
@@ -269,6 +268,8 @@ class FsSearchClient(FsSearchTools):
             host=self.host,
             direct=True,
         )
+        from temporalio.worker import Worker  # the fallback's own: one-off calls need none
+
         queue = f"fs-search-client/{uuid.uuid4()}"
         answer = ToolsResult if tool == "tools" else ToolResult
         async with Worker(self.client, task_queue=queue, workflows=[FsSearchCallWorkflow]):

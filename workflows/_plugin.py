@@ -6,9 +6,8 @@ import dataclasses
 import logging
 import os
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from opentelemetry.trace import Tracer
-from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter, PydanticPayloadConverter
 from temporalio.converter import (
     CompositePayloadConverter,
@@ -29,6 +28,9 @@ from fs_search.activities.config import (
 )
 from fs_search.activities.storage import Storage, storage_for
 from fs_search.workflows._liveness import queue_liveness
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
 
 PLUGIN_NAME = "fs_search.FsSearchPlugin"
 log = logging.getLogger(__name__)
@@ -88,7 +90,13 @@ class FsSearchPlugin(SimplePlugin):
         if isinstance(external_storage, Storage):
             external_storage = external_storage.external_storage()
         self.external_storage = external_storage or None
-        interceptors = [TracingInterceptor(tracer)] if tracing else None
+        interceptors = None
+        if tracing:
+            # Loaded only when asked for: a client without tracing (the CLI's, with no
+            # exporter configured) starts without OpenTelemetry's Temporal interceptor.
+            from temporalio.contrib.opentelemetry import TracingInterceptor
+
+            interceptors = [TracingInterceptor(tracer)]
         super().__init__(
             PLUGIN_NAME,
             data_converter=self._converter,
