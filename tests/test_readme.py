@@ -48,6 +48,10 @@ CLONE_INSTALL = re.compile(
 REGISTRY_INSTALL = re.compile(
     rf'pip install "?{DISTRIBUTION}(?:\[(?P<extras>[a-z0-9,-]+)\])?"?(?=[\s`]|$)'
 )
+# A framework page's "With a real model" block: not run by the page's test (it would call a
+# provider), built offline instead (tests below).
+REAL_MODEL = re.compile(r'^```python title="With a real model"\n(.*?)^```', re.S | re.M)
+FRAMEWORK_PAGES = [p for p in sorted((DOCS / "frameworks").glob("*.md")) if p.name != "index.md"]
 # The addresses the docs' client snippets connect to.
 ADDRESSES = ("localhost:7233", "temporal.example:7233")
 PUBLIC_MODULES = (
@@ -203,6 +207,34 @@ async def test_script_snippets_connect_a_pydantic_client(index, dev_env, monkeyp
     client = namespace["client"]
     assert isinstance(client, Client)
     assert client.data_converter.payload_converter_class is PydanticPayloadConverter
+
+
+@pytest.mark.parametrize("page", FRAMEWORK_PAGES, ids=name)
+def test_a_framework_page_shows_a_real_model_that_builds_offline(page, tmp_path, monkeypatch):
+    """Each framework page has a "With a real model" section: the provider's key variable by
+    name and one block with the line that changes. The block runs offline as written (with
+    stand-in keys, the page's own files importable): it builds the real model's plugin or
+    model, and sends nothing."""
+    text = page.read_text(encoding="utf-8")
+    start = text.index("\n## With a real model\n")
+    section = text[start : text.index("\n## ", start + 1)]
+    [block] = REAL_MODEL.findall(section)
+    assert REAL_MODEL.findall(text) == [block]
+    keys = set(re.findall(r"`([A-Z][A-Z0-9_]*_API_KEY)`", section))
+    assert keys, f"{name(page)} names no key variable"
+    for key in keys:
+        monkeypatch.setenv(key, "stand-in-key-never-sent")
+    directory = tmp_path / "snippets"
+    directory.mkdir()
+    files = file_snippets(page)
+    for module, code in files.items():
+        (directory / f"{module}.py").write_text(code, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(directory))
+    try:
+        exec(compile(block, f"{name(page)} real model", "exec"), {"__name__": "real_model"})
+    finally:
+        for module in files:
+            sys.modules.pop(module, None)
 
 
 ASYNC_TEST = "async def test_runs():\n    assert True\n"
