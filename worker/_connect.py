@@ -12,7 +12,8 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from temporalio.client import Client, Plugin
+    from temporalio.client import Client, Interceptor, Plugin
+    from temporalio.converter import DataConverter
     from temporalio.envconfig import ClientConnectConfig
     from temporalio.runtime import Runtime
 
@@ -106,13 +107,17 @@ async def connect(
     plugins: Sequence[Plugin] = (),
     runtime: Runtime | None = None,
     timeout: timedelta = DEFAULT_CONNECT_TIMEOUT,
+    data_converter: DataConverter | None = None,
+    interceptors: Sequence[Interceptor] = (),
 ) -> Client:
     """Connect using TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE / TEMPORAL_API_KEY / TLS / profiles.
 
     ``address`` and ``namespace`` override the environment and profile (see
     :func:`connection_settings`; with no address anywhere, ``localhost:7233``);
     ``runtime`` carries the metrics buffer when Temporal's metrics are exported;
-    ``timeout`` bounds the connection and the namespace check together.
+    ``timeout`` bounds the connection and the namespace check together;
+    ``data_converter`` and ``interceptors`` go to the client as given (a client without
+    plugins: the CLI's one-off call).
 
     Raises:
         TemporalSettingsError: the settings cannot be loaded (e.g. a TLS file is missing),
@@ -135,7 +140,15 @@ async def connect(
     failed = f"failed connecting to Temporal server at {target}"
     try:
         async with asyncio.timeout(timeout.total_seconds()):
-            client = await Client.connect(**config, plugins=list(plugins), runtime=runtime)
+            extra: dict[str, object] = {"interceptors": list(interceptors)}
+            if data_converter is not None:
+                extra["data_converter"] = data_converter
+            client = await Client.connect(
+                **config,
+                plugins=list(plugins),
+                runtime=runtime,
+                **extra,  # type: ignore[arg-type]
+            )
             await _check_namespace(client, target)
     except (TemporalSettingsError, TemporalUnreachable):
         raise  # the namespace check's own, already in words

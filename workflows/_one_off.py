@@ -48,7 +48,7 @@ from fs_search.activities.contract import (
     ToolsResult,
 )
 from fs_search.workflows._call import CALL_WORKFLOW, CallInput, FsSearchCallWorkflow
-from fs_search.workflows._liveness import liveness_of
+from fs_search.workflows._liveness import liveness_of, queue_liveness
 from fs_search.workflows._service import OPERATION_OF_ACTIVITY
 from fs_search.workflows._tools import (
     FsSearchTools,
@@ -270,9 +270,20 @@ class FsSearchClient(FsSearchTools):
         )
         from temporalio.worker import Worker  # the fallback's own: one-off calls need none
 
+        from fs_search.workflows._plugin import _pass_fs_search_through
+
         queue = f"fs-search-client/{uuid.uuid4()}"
         answer = ToolsResult if tool == "tools" else ToolResult
-        async with Worker(self.client, task_queue=queue, workflows=[FsSearchCallWorkflow]):
+        # What FsSearchPlugin gives a worker, given here too: the client may have only its
+        # converter (the CLI's), and FsSearchTools asks queue_liveness about a call no
+        # worker took (the plugin adds neither twice).
+        async with Worker(
+            self.client,
+            task_queue=queue,
+            workflows=[FsSearchCallWorkflow],
+            activities=[queue_liveness],
+            workflow_runner=_pass_fs_search_through(None),
+        ):
             handle = await self.client.start_workflow(
                 CALL_WORKFLOW,
                 call,

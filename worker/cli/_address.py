@@ -2,14 +2,17 @@
 (``FsSearchClient``; its one-call workflow where the server has none).
 
 This is the cold command's hot path, so it loads what that call uses and no more: Temporal's
-client, the contract, the workflow side and the plugin's converter and storage — no worker
-parts, no embedded server, and OpenTelemetry's tracing only when an exporter is configured
-(tests/worker/cli/test_start_up.py; ``bench/cli_start.py`` times it).
+client, the contract, the workflow side, and ``FsSearchPlugin``'s converter and storage
+without the plugin (``temporalio.plugin`` loads ``temporalio.worker``: no worker runs here but
+on a server without standalone activities) — no embedded server, and OpenTelemetry's Temporal
+interceptor only when an exporter is configured (tests/worker/cli/test_start_up.py;
+``bench/cli_start.py`` times it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from dataclasses import dataclass
 from datetime import timedelta
@@ -17,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from fs_search.worker._connect import DEFAULT_CONNECT_TIMEOUT, TemporalUnreachable, connect
 from fs_search.worker._otel_setup import telemetry_from_env
-from fs_search.workflows import FsSearchClient, FsSearchPlugin
+from fs_search.workflows import FsSearchClient
+from fs_search.workflows._converter import fs_search_converter, storage_from
 
 if TYPE_CHECKING:
     from fs_search.activities.contract import ToolResult
@@ -50,14 +54,21 @@ async def run_address_call(options: CallOptions) -> ToolResult:
     task cancelled) cancels the activity and waits until rg is gone (at most 5 s)."""
     assert options.workspace_id is not None and options.address is not None
     telemetry = telemetry_from_env()
+    # The stores as the workers name them: a large ``--no-spill`` result comes back through
+    # the payload store (FsSearchPlugin's converter, as FsSearchPlugin() would build it).
+    storage = storage_from(None, None, None, os.environ.get)
+    interceptors = []
+    if telemetry.tracer_provider is not None:  # spans only when they go somewhere
+        from temporalio.contrib.opentelemetry import TracingInterceptor
+
+        interceptors.append(TracingInterceptor())
     async with telemetry.running():
         client = await connect(
             address=options.address,
             namespace=options.namespace,
             profile=options.profile,
-            # The stores as the workers name them (a large ``--no-spill`` result comes back
-            # through the payload store); spans only when they go somewhere.
-            plugins=[FsSearchPlugin(tracing=telemetry.tracer_provider is not None)],
+            data_converter=fs_search_converter(None, external_storage=storage.external_storage()),
+            interceptors=interceptors,
             runtime=telemetry.runtime,
             timeout=options.connect_timeout,
         )

@@ -31,8 +31,9 @@ NOT_FOR_THE_PARSER = (
     "fs_search.activities.config",
     "fs_search.workflows",
 )
-# Never loaded by a one-off call in address mode: the worker's parts, the embedded server,
-# the stores' S3 backend, OpenTelemetry's SDK and Temporal interceptor (no exporter set).
+# Never loaded by a one-off call in address mode: the worker's parts (Temporal's worker, and
+# FsSearchPlugin, which loads it), the embedded server, the stores' S3 backend, OpenTelemetry's
+# SDK and Temporal interceptor (no exporter set).
 NOT_FOR_A_ONE_OFF_CALL = (
     "fs_search.worker._app",
     "fs_search.worker._fleet",
@@ -43,6 +44,9 @@ NOT_FOR_A_ONE_OFF_CALL = (
     "fs_search.activities.rg",
     "fs_search.activities.storage._s3",
     "temporalio.contrib.opentelemetry",
+    "temporalio.plugin",
+    "temporalio.worker",
+    "fs_search.workflows._plugin",
     "opentelemetry.sdk",
     "numpy",
     "aioboto3",
@@ -172,3 +176,26 @@ async def test_ctrl_c_in_address_mode_is_exit_130_and_leaves_nothing(dev_env, hu
         wait_until(lambda: not worker.rg_processes(), timeout=15)
     finally:
         assert worker.terminate(timeout=20) == 0
+
+
+async def test_the_fallback_runs_without_the_plugin_on_the_client():
+    """On a server without standalone activities the one-off call's client (FsSearchPlugin's
+    converter, no plugin) still runs the one-call workflow whole: a workspace no worker
+    serves is SEARCH_FAILED naming it (the fallback's worker asks queue_liveness)."""
+    from fs_search.worker._devstack import DevServer
+
+    server = await DevServer(dynamic_config=["activity.enableStandalone=false"]).start()
+    try:
+        wsid = f"nobody-{uuid.uuid4().hex[:8]}"
+        p = subprocess.run(
+            [FS_SEARCH, "grep", "x", "--address", server.address, "--workspace-id", wsid],
+            env=cli_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        server.stop()
+    assert p.returncode == 1, p.stderr
+    assert p.stdout.startswith("Error: ") and wsid in p.stdout, p.stdout
+    assert "Traceback" not in p.stderr and "fs_search.Call" in p.stderr
