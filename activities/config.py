@@ -12,9 +12,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from fs_search.activities.contract import DEFAULT_TIMEOUT_MS
 
-# The name to ``pip install`` (the package registry's ``fs-search`` is an unrelated project);
-# the import package stays ``fs_search`` and the console script ``fs-search``.
-DISTRIBUTION = "fs-search-temporal"
+# The name to ``pip install`` (the package registry's ``fs-search`` is an unrelated project),
+# defined where ``fs-search --version`` reads it without loading pydantic.
+from fs_search.activities.distribution import DISTRIBUTION  # noqa: F401 - re-exported
+
 ENV_PREFIX = "FS_SEARCH_"
 SPILL_URL_ENV = "FS_SEARCH_SPILL_URL"
 S3_ENDPOINT_URL_ENV = "FS_SEARCH_S3_ENDPOINT_URL"

@@ -39,7 +39,19 @@ BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 SHELL = re.compile(r"^```sh\n(.*?)^```", re.S | re.M)
 TOML = re.compile(r"^```toml\n(.*?)^```", re.S | re.M)
 FILE_NAME = re.compile(r"\A# (?P<module>[a-z_][a-z0-9_]*)\.py\n")
-INSTALL = re.compile(rf'pip install "?{DISTRIBUTION}(?:\[(?P<extras>[a-z0-9,-]+)\])?"?')
+# Until a release is published, every page installs from a clone (the path is the reader's);
+# the registry line is said beside it, for after a release.
+CLONE = "/path/to/fs-search"
+CLONE_INSTALL = re.compile(
+    rf'pip install -e "?{re.escape(CLONE)}(?:\[(?P<extras>[a-z0-9,-]+)\])?"?(?=[\s`]|$)'
+)
+REGISTRY_INSTALL = re.compile(
+    rf'pip install "?{DISTRIBUTION}(?:\[(?P<extras>[a-z0-9,-]+)\])?"?(?=[\s`]|$)'
+)
+# A framework page's "With a real model" block: not run by the page's test (it would call a
+# provider), built offline instead (tests below).
+REAL_MODEL = re.compile(r'^```python title="With a real model"\n(.*?)^```', re.S | re.M)
+FRAMEWORK_PAGES = [p for p in sorted((DOCS / "frameworks").glob("*.md")) if p.name != "index.md"]
 # The addresses the docs' client snippets connect to.
 ADDRESSES = ("localhost:7233", "temporal.example:7233")
 PUBLIC_MODULES = (
@@ -197,6 +209,34 @@ async def test_script_snippets_connect_a_pydantic_client(index, dev_env, monkeyp
     assert client.data_converter.payload_converter_class is PydanticPayloadConverter
 
 
+@pytest.mark.parametrize("page", FRAMEWORK_PAGES, ids=name)
+def test_a_framework_page_shows_a_real_model_that_builds_offline(page, tmp_path, monkeypatch):
+    """Each framework page has a "With a real model" section: the provider's key variable by
+    name and one block with the line that changes. The block runs offline as written (with
+    stand-in keys, the page's own files importable): it builds the real model's plugin or
+    model, and sends nothing."""
+    text = page.read_text(encoding="utf-8")
+    start = text.index("\n## With a real model\n")
+    section = text[start : text.index("\n## ", start + 1)]
+    [block] = REAL_MODEL.findall(section)
+    assert REAL_MODEL.findall(text) == [block]
+    keys = set(re.findall(r"`([A-Z][A-Z0-9_]*_API_KEY)`", section))
+    assert keys, f"{name(page)} names no key variable"
+    for key in keys:
+        monkeypatch.setenv(key, "stand-in-key-never-sent")
+    directory = tmp_path / "snippets"
+    directory.mkdir()
+    files = file_snippets(page)
+    for module, code in files.items():
+        (directory / f"{module}.py").write_text(code, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(directory))
+    try:
+        exec(compile(block, f"{name(page)} real model", "exec"), {"__name__": "real_model"})
+    finally:
+        for module in files:
+            sys.modules.pop(module, None)
+
+
 ASYNC_TEST = "async def test_runs():\n    assert True\n"
 
 
@@ -277,12 +317,17 @@ def _third_party_imports(code: str, own: set[str]) -> set[str]:
 
 @pytest.mark.parametrize("page", RUNNABLE, ids=name)
 def test_a_pages_install_line_brings_what_its_snippets_import(page):
-    """The page says ``pip install "fs-search-temporal[...]"`` with extras that install every
-    module its files import ([testing] for its tests), so following the page alone works."""
+    """The page's install command, ``pip install -e "/path/to/fs-search[...]"`` (a clone, until
+    a release), has extras that install every module its files import ([testing] for its
+    tests), and the page gives the registry's ``pip install "fs-search-temporal[...]"`` with
+    the same extras for after a release: following the page alone works."""
     files = file_snippets(page)
-    blocks = SHELL.findall(page.read_text())
-    lines = [m["extras"] or "" for block in blocks for m in INSTALL.finditer(block)]
-    assert lines, f"{name(page)} has no pip install line for {DISTRIBUTION}"
+    text = page.read_text()
+    blocks = SHELL.findall(text)
+    lines = [m["extras"] or "" for block in blocks for m in CLONE_INSTALL.finditer(block)]
+    assert lines, f"{name(page)} has no pip install -e {CLONE}[...] line"
+    registry = [m["extras"] or "" for m in REGISTRY_INSTALL.finditer(text)]
+    assert lines[0] in registry, f"{name(page)} gives no registry line with [{lines[0]}]"
     extras = set(lines[0].split(",")) - {""}
     declared = set(importlib.metadata.metadata(DISTRIBUTION).get_all("Provides-Extra") or [])
     assert extras <= declared, extras - declared
@@ -292,6 +337,22 @@ def test_a_pages_install_line_brings_what_its_snippets_import(page):
         assert owner in installed, f"{module} ({owner}) is not installed by [{','.join(extras)}]"
     if any(module.startswith("test_") for module in files):
         assert "testing" in extras
+
+
+@pytest.mark.parametrize("page", PAGES, ids=name)
+def test_no_command_installs_from_the_registry_before_a_release(page):
+    """fs-search-temporal is not on the package registry: no command to run (a shell block)
+    installs it from there; pages give that line in prose, labelled for after a release."""
+    for block in SHELL.findall(page.read_text(encoding="utf-8")):
+        commands = [line.split("#")[0] for line in block.splitlines()]
+        found = [c for c in commands if REGISTRY_INSTALL.search(c)]
+        assert found == [], f"{name(page)}: {found}"
+        for command in commands:
+            if "pip install" in command and "/path/to/" in command:
+                assert CLONE_INSTALL.search(command), f"{name(page)}: {command}"
+    for registry in REGISTRY_INSTALL.finditer(page.read_text(encoding="utf-8")):
+        around = page.read_text(encoding="utf-8")[max(0, registry.start() - 400) : registry.end()]
+        assert re.search(r"release|published", around), f"{name(page)}: {registry[0]} unlabelled"
 
 
 @functools.cache

@@ -1,17 +1,21 @@
-"""Connect to Temporal the SDK's way: temporalio.envconfig (env, profiles, TLS, API key)."""
+"""Connect to Temporal the SDK's way: temporalio.envconfig (env, profiles, TLS, API key).
+
+temporalio loads when a connection is made, not with this module: the command line reads
+its errors and defaults without it (``fs-search --version`` never loads temporalio).
+"""
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
-from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
-from temporalio.client import Client, Plugin
-from temporalio.envconfig import ClientConfig, ClientConnectConfig
-from temporalio.runtime import Runtime
-from temporalio.service import RPCError, RPCStatusCode
+if TYPE_CHECKING:
+    from temporalio.client import Client, Interceptor, Plugin
+    from temporalio.converter import DataConverter
+    from temporalio.envconfig import ClientConnectConfig
+    from temporalio.runtime import Runtime
 
 # Where every Temporal tool connects when nothing says otherwise.
 DEFAULT_ADDRESS = "localhost:7233"
@@ -79,6 +83,8 @@ def connection_settings(
         TemporalSettingsError: the settings cannot be loaded (a missing TLS file, bad TOML,
             an unknown profile).
     """
+    from temporalio.envconfig import ClientConfig
+
     try:
         config = ClientConfig.load_client_connect_config(profile=profile)
     except Exception as e:  # noqa: BLE001 - unreadable TLS files, bad TOML, unknown profile
@@ -101,13 +107,17 @@ async def connect(
     plugins: Sequence[Plugin] = (),
     runtime: Runtime | None = None,
     timeout: timedelta = DEFAULT_CONNECT_TIMEOUT,
+    data_converter: DataConverter | None = None,
+    interceptors: Sequence[Interceptor] = (),
 ) -> Client:
     """Connect using TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE / TEMPORAL_API_KEY / TLS / profiles.
 
     ``address`` and ``namespace`` override the environment and profile (see
     :func:`connection_settings`; with no address anywhere, ``localhost:7233``);
     ``runtime`` carries the metrics buffer when Temporal's metrics are exported;
-    ``timeout`` bounds the connection and the namespace check together.
+    ``timeout`` bounds the connection and the namespace check together;
+    ``data_converter`` and ``interceptors`` go to the client as given (a client without
+    plugins: the CLI's one-off call).
 
     Raises:
         TemporalSettingsError: the settings cannot be loaded (e.g. a TLS file is missing),
@@ -116,6 +126,10 @@ async def connect(
             ``timeout``; the message is one line (``failed connecting to Temporal server
             at HOST:PORT: connection refused``).
     """
+    import asyncio
+
+    from temporalio.client import Client
+
     config = connection_settings(address=address, namespace=namespace, profile=profile)
     config.setdefault("target_host", DEFAULT_ADDRESS)
     target = config["target_host"]
@@ -126,7 +140,15 @@ async def connect(
     failed = f"failed connecting to Temporal server at {target}"
     try:
         async with asyncio.timeout(timeout.total_seconds()):
-            client = await Client.connect(**config, plugins=list(plugins), runtime=runtime)
+            extra: dict[str, object] = {"interceptors": list(interceptors)}
+            if data_converter is not None:
+                extra["data_converter"] = data_converter
+            client = await Client.connect(
+                **config,
+                plugins=list(plugins),
+                runtime=runtime,
+                **extra,  # type: ignore[arg-type]
+            )
             await _check_namespace(client, target)
     except (TemporalSettingsError, TemporalUnreachable):
         raise  # the namespace check's own, already in words
@@ -144,6 +166,9 @@ async def connect(
 async def _check_namespace(client: Client, target: str) -> None:
     """A namespace the server does not have is a settings mistake, said once, here: a
     worker would otherwise poll it in vain (and the CLI fail with a traceback)."""
+    from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+    from temporalio.service import RPCError, RPCStatusCode
+
     try:
         await client.workflow_service.describe_namespace(
             DescribeNamespaceRequest(namespace=client.namespace)

@@ -97,6 +97,10 @@ class DevServer:
         try:
             await wait_for_port("127.0.0.1", self.port, timeout=timeout, proc=self.process)
             await self._wait_healthy(deadline)
+        except asyncio.CancelledError:
+            # Ctrl-C while starting: stopped, and still a cancel (exit 130), not an error.
+            self.stop()
+            raise
         except BaseException as e:
             self.process.stop()
             tail = tail_of(self.process.log_path)

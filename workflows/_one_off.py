@@ -32,7 +32,6 @@ from temporalio.common import Priority, RetryPolicy
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 from temporalio.exceptions import TimeoutType
 from temporalio.service import RPCError, RPCStatusCode
-from temporalio.worker import Worker
 
 from fs_search.activities.budget import (
     DEFAULT_HEARTBEAT_TIMEOUT,
@@ -49,7 +48,7 @@ from fs_search.activities.contract import (
     ToolsResult,
 )
 from fs_search.workflows._call import CALL_WORKFLOW, CallInput, FsSearchCallWorkflow
-from fs_search.workflows._liveness import liveness_of
+from fs_search.workflows._liveness import liveness_of, queue_liveness
 from fs_search.workflows._service import OPERATION_OF_ACTIVITY
 from fs_search.workflows._tools import (
     FsSearchTools,
@@ -141,8 +140,8 @@ class FsSearchClient(FsSearchTools):
             config = self.activity_config(summary=summary, queue_left=left, handed_back=handed)
             start_to_close = config.get("start_to_close_timeout")
             assert start_to_close is not None  # activity_config always sets it
-            try:
-                handle = await self.client.start_activity(
+            starting = asyncio.ensure_future(
+                self.client.start_activity(
                     activity_name,
                     args=[] if arg is None else [arg],
                     id=f"fs-search-{activity_name.removeprefix('fs_search.')}-{uuid.uuid4()}",
@@ -157,6 +156,14 @@ class FsSearchClient(FsSearchTools):
                     summary=summary,
                     priority=config.get("priority", Priority.default),
                 )
+            )
+            try:
+                handle = await asyncio.shield(starting)
+            except asyncio.CancelledError:
+                # Cancelled while the start is in flight: the server may have the activity
+                # already. The start finishes (one RPC), then the activity is cancelled.
+                await asyncio.shield(self._cancel_starting(starting))
+                raise
             except RPCError as e:
                 if e.status != RPCStatusCode.UNIMPLEMENTED:
                     raise
@@ -188,6 +195,17 @@ class FsSearchClient(FsSearchTools):
             if liveness.polled and waited < self.queue_timeout:
                 continue
             return self._unserved(liveness, waited)
+
+    async def _cancel_starting(self, starting: asyncio.Future[Any]) -> None:
+        """Cancel an activity whose start was still in flight when the call was cancelled."""
+        try:
+            async with asyncio.timeout(self.cancel_wait.total_seconds()):
+                handle = await starting
+        except Exception as e:  # noqa: BLE001 - no activity (known) to cancel
+            log.warning("the cancelled call's activity did not start in time: %r", e)
+            return
+        self.last_id = handle.id
+        await self._cancel(handle)
 
     async def _cancel(self, handle: Any) -> None:
         """Cancel the call's activity and wait (at most ``cancel_wait``) until it closed:
@@ -250,9 +268,22 @@ class FsSearchClient(FsSearchTools):
             host=self.host,
             direct=True,
         )
+        from temporalio.worker import Worker  # the fallback's own: one-off calls need none
+
+        from fs_search.workflows._plugin import _pass_fs_search_through
+
         queue = f"fs-search-client/{uuid.uuid4()}"
         answer = ToolsResult if tool == "tools" else ToolResult
-        async with Worker(self.client, task_queue=queue, workflows=[FsSearchCallWorkflow]):
+        # What FsSearchPlugin gives a worker, given here too: the client may have only its
+        # converter (the CLI's), and FsSearchTools asks queue_liveness about a call no
+        # worker took (the plugin adds neither twice).
+        async with Worker(
+            self.client,
+            task_queue=queue,
+            workflows=[FsSearchCallWorkflow],
+            activities=[queue_liveness],
+            workflow_runner=_pass_fs_search_through(None),
+        ):
             handle = await self.client.start_workflow(
                 CALL_WORKFLOW,
                 call,

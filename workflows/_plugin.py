@@ -3,35 +3,23 @@
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from opentelemetry.trace import Tracer
-from temporalio.contrib.opentelemetry import TracingInterceptor
-from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter, PydanticPayloadConverter
-from temporalio.converter import (
-    CompositePayloadConverter,
-    DataConverter,
-    DefaultPayloadConverter,
-    ExternalStorage,
-    PayloadConverter,
-)
+from temporalio.converter import DataConverter, ExternalStorage
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from fs_search.activities.config import (
-    ConfigError,
-    StorageSettings,
-    endpoint_url_problem,
-    spill_url_problem,
-)
-from fs_search.activities.storage import Storage, storage_for
+from fs_search.activities.storage import Storage
+from fs_search.workflows._converter import fs_search_converter, storage_from
 from fs_search.workflows._liveness import queue_liveness
 
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
+
 PLUGIN_NAME = "fs_search.FsSearchPlugin"
-log = logging.getLogger(__name__)
 
 
 class FsSearchPlugin(SimplePlugin):
@@ -84,11 +72,17 @@ class FsSearchPlugin(SimplePlugin):
         getenv: Callable[[str], str | None] = os.environ.get,
     ) -> None:
         if external_storage is None or external_storage is True:
-            external_storage = _storage(spill_url, s3_endpoint_url, payload_threshold, getenv)
+            external_storage = storage_from(spill_url, s3_endpoint_url, payload_threshold, getenv)
         if isinstance(external_storage, Storage):
             external_storage = external_storage.external_storage()
         self.external_storage = external_storage or None
-        interceptors = [TracingInterceptor(tracer)] if tracing else None
+        interceptors = None
+        if tracing:
+            # Loaded only when asked for: a client without tracing (the CLI's, with no
+            # exporter configured) starts without OpenTelemetry's Temporal interceptor.
+            from temporalio.contrib.opentelemetry import TracingInterceptor
+
+            interceptors = [TracingInterceptor(tracer)]
         super().__init__(
             PLUGIN_NAME,
             data_converter=self._converter,
@@ -98,52 +92,10 @@ class FsSearchPlugin(SimplePlugin):
         )
 
     def _converter(self, existing: DataConverter | None) -> DataConverter:
-        base = existing or DataConverter.default
-        if not _pydantic_aware(base.payload_converter_class()):
-            replaced = base.payload_converter_class
-            if replaced is not DefaultPayloadConverter:
-                log.warning(
-                    "FsSearchPlugin replaced the payload converter %s.%s with "
-                    "temporalio.contrib.pydantic.PydanticPayloadConverter: fs-search's "
-                    "pydantic models cannot be converted without it",
-                    replaced.__module__,
-                    replaced.__qualname__,
-                )
-            base = dataclasses.replace(base, payload_converter_class=PydanticPayloadConverter)
-        if isinstance(self.external_storage, ExternalStorage) and base.external_storage is None:
-            base = dataclasses.replace(base, external_storage=self.external_storage)
-        return base
-
-
-def _storage(
-    spill_url: str | None,
-    s3_endpoint_url: str | None,
-    payload_threshold: int | None,
-    getenv: Callable[[str], str | None],
-) -> Storage:
-    """The storage the arguments, else the environment, name; errors name whichever the
-    user gave (``FsSearchPlugin(spill_url=...)`` or ``FS_SEARCH_SPILL_URL``).
-
-    Raises:
-        ConfigError: a URL names no store, or the threshold is not a number.
-    """
-    # The arguments are checked here, so that errors name them; the settings name the
-    # environment variables.
-    problem = spill_url and spill_url_problem(spill_url, endpoint_setting="s3_endpoint_url=")
-    if problem:
-        raise ConfigError(f"FsSearchPlugin(spill_url={spill_url!r}): {problem}")
-    problem = s3_endpoint_url and endpoint_url_problem(s3_endpoint_url)
-    if problem:
-        raise ConfigError(f"FsSearchPlugin(s3_endpoint_url={s3_endpoint_url!r}): {problem}")
-    settings = StorageSettings.load(
-        getenv=getenv,
-        overrides={
-            "spill_url": spill_url or None,
-            "s3_endpoint_url": s3_endpoint_url or None,
-            "payload_threshold_bytes": payload_threshold,
-        },
-    )
-    return storage_for(settings)
+        storage = self.external_storage
+        return fs_search_converter(
+            existing, external_storage=storage if isinstance(storage, ExternalStorage) else None
+        )
 
 
 def _with_liveness(existing: Sequence[Callable[..., object]] | None) -> list[Callable[..., object]]:
@@ -153,15 +105,6 @@ def _with_liveness(existing: Sequence[Callable[..., object]] | None) -> list[Cal
     if queue_liveness not in activities:
         activities.append(queue_liveness)
     return activities
-
-
-def _pydantic_aware(converter: PayloadConverter) -> bool:
-    """Whether JSON goes through pydantic (PydanticPayloadConverter, or a composite using it)."""
-    if isinstance(converter, PydanticPayloadConverter):
-        return True
-    return isinstance(converter, CompositePayloadConverter) and any(
-        isinstance(c, PydanticJSONPlainPayloadConverter) for c in converter.converters.values()
-    )
 
 
 def _pass_fs_search_through(runner: WorkflowRunner | None) -> WorkflowRunner:

@@ -1,17 +1,13 @@
-"""Run one CLI call: on an embedded dev server with an in-process worker, or via --address
-(a one-off call: one standalone activity on the workspace's queue, FsSearchClient)."""
+"""Run one CLI call on an embedded dev server with an in-process worker (without
+``--workspace-id``; address mode is ``_address``)."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import sys
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from datetime import timedelta
-from typing import Any
 
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import FailureError
@@ -21,35 +17,15 @@ from temporalio.worker import Worker
 from fs_search.activities.budget import execution_timeout
 from fs_search.activities.config import FsSearchConfig
 from fs_search.activities.contract import ErrorCode, ToolResult
-from fs_search.activities.storage import Storage, storage_for
+from fs_search.activities.storage import Storage
 from fs_search.activities.summaries import summary
 from fs_search.worker._app import build_activities, default_workspace_id, maintenance, new_worker
-from fs_search.worker._connect import DEFAULT_CONNECT_TIMEOUT, TemporalUnreachable, connect
+from fs_search.worker._connect import TemporalUnreachable, connect
 from fs_search.worker._devstack import DevServer
 from fs_search.worker._otel_setup import telemetry_from_env
+from fs_search.worker.cli._address import CallOptions
 from fs_search.workflows import FsSearchPlugin
 from fs_search.workflows._call import CALL_WORKFLOW, CallInput, FsSearchCallWorkflow
-
-# How long Ctrl-C waits for the call's workflow to close (rg stopped) before leaving.
-CANCEL_WAIT = timedelta(seconds=5)
-
-
-@dataclass(frozen=True)
-class CallOptions:
-    """One command-line call and where to run it."""
-
-    tool: str
-    arguments: dict[str, Any]
-    cwd: str | None = None
-    spill: bool = True
-    workspace: str = "."
-    workspace_id: str | None = None
-    host: str | None = None
-    address: str | None = None
-    namespace: str | None = None
-    profile: str | None = None
-    no_sample: bool = False
-    connect_timeout: timedelta = DEFAULT_CONNECT_TIMEOUT
 
 
 def embedded_config(no_sample: bool) -> FsSearchConfig:
@@ -81,28 +57,17 @@ async def embedded_temporal(
 
 
 async def run_call(options: CallOptions) -> ToolResult:
-    """Run the call through FsSearchCallWorkflow and return its ToolResult."""
+    """Run the call through FsSearchCallWorkflow on an embedded server and return its
+    ToolResult."""
     call = CallInput(
         workspace_id=options.workspace_id or default_workspace_id(options.workspace),
         tool=options.tool,
         arguments=options.arguments,
         cwd=options.cwd,
         spill=options.spill,
-        host=options.host if options.address else None,
     )
     telemetry = telemetry_from_env()
     async with telemetry.running():
-        if options.address:
-            config = FsSearchConfig.load(overrides={"sample_over_cap_glob_results": False})
-            client = await connect(
-                address=options.address,
-                namespace=options.namespace,
-                profile=options.profile,
-                plugins=[FsSearchPlugin(external_storage=storage_for(config))],
-                runtime=telemetry.runtime,
-                timeout=options.connect_timeout,
-            )
-            return await _one_off(client, call)
         config = embedded_config(options.no_sample)
         activities = await build_activities(
             config, options.workspace, workspace_id=call.workspace_id
@@ -113,36 +78,6 @@ async def run_call(options: CallOptions) -> ToolResult:
             # Ctrl-C here: leaving ``maintenance`` kills rg, and the server goes with us.
             async with maintenance(activities), worker:
                 return await _execute(client, call)
-
-
-async def _one_off(client: Client, call: CallInput) -> ToolResult:
-    """The call as one standalone activity (``FsSearchClient``; on a server without them,
-    its one-call workflow). Ctrl-C cancels it and waits until rg is gone."""
-    from temporalio.service import RPCError, RPCStatusCode
-
-    from fs_search.workflows import FsSearchClient
-
-    searches = FsSearchClient(
-        client,
-        call.workspace_id,
-        host=call.host,
-        cwd=call.cwd,
-        spill=call.spill,
-        timeout_ms=call.timeout_ms,
-        cancel_wait=CANCEL_WAIT,
-    )
-    try:
-        return await searches.call(call.tool, call.arguments)
-    except asyncio.CancelledError:
-        # Ctrl-C (asyncio.run cancels this task): FsSearchClient has cancelled the call
-        # and waited for it to close.
-        kind = "activity" if searches.standalone else "workflow"
-        print(f"fs-search: interrupted; {kind} {searches.last_id} cancelled", file=sys.stderr)
-        raise
-    except RPCError as e:
-        if e.status == RPCStatusCode.UNAVAILABLE:
-            raise TemporalUnreachable(str(e)) from e
-        raise
 
 
 def _announce(root: str, workspace_id: str) -> None:

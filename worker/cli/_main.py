@@ -1,11 +1,15 @@
-"""The ``fs-search`` command line: worker, glob, grep, spill read."""
+"""The ``fs-search`` command line: worker, glob, grep, spill read, dev.
+
+Each command imports what it uses when it starts, before asyncio runs it (Ctrl-C until then
+leaves at once, see ``_entry``): ``--version`` and ``--help`` end in the parser, and a
+one-off call in address mode loads Temporal's client and the workflow side, no worker
+(tests/worker/cli/test_start_up.py).
+"""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
-import logging
 import os
 import shlex
 import signal
@@ -13,33 +17,42 @@ import sys
 import threading
 from collections.abc import Coroutine, Sequence
 from datetime import timedelta
+from importlib import import_module
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fs_search.activities.config import (
-    S3_ENDPOINT_URL_ENV,
-    SPILL_URL_ENV,
-    ConfigError,
-    FsSearchConfig,
-    StorageSettings,
-)
-from fs_search.activities.contract import (
-    ArgumentProblem,
-    ReadSpillRequest,
-    ToolResult,
-)
 from fs_search.worker._connect import TemporalSettingsError, TemporalUnreachable
-from fs_search.worker._otel_setup import TelemetryConfigError
-from fs_search.worker._processes import PortTaken
-from fs_search.worker._queue_owner import QueueTaken
+from fs_search.worker.cli._entry import EXIT_INTERRUPTED, leave_interrupted
 from fs_search.worker.cli._env_file import EnvFileError, load_env_file
 from fs_search.worker.cli._parser import attach_regexp, build_parser
 
+if TYPE_CHECKING:
+    from fs_search.activities.config import StorageSettings
+    from fs_search.activities.contract import ToolResult
+    from fs_search.worker.cli._address import CallOptions
+
 EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
-EXIT_INTERRUPTED = 130
 # How long a one-off call may take to leave after Ctrl-C, whatever is still shutting down:
-# stopping the search takes at most 5 s of it (the call's workflow closing, rg killed).
+# stopping the search takes at most 5 s of it (the call's activity closing, rg killed).
 INTERRUPT_EXIT_S = 7.0
+# Settings mistakes (exit 2, one line) raised by modules a command may not load, by module:
+# looked up only among the modules already imported (an error of a module never imported
+# was never raised), so that catching them loads nothing.
+_SETTINGS_ERRORS = (
+    ("fs_search.activities.config", "ConfigError"),
+    ("fs_search.worker._otel_setup", "TelemetryConfigError"),
+    ("fs_search.worker._processes", "PortTaken"),
+)
+# What `fs-search worker` runs on, imported before it starts (Ctrl-C meanwhile leaves at once).
+_WORKER_MODULES = (
+    "fs_search.worker._app",
+    "fs_search.worker._fleet",
+    "fs_search.worker._otel_setup",
+    "fs_search.worker._queue_owner",
+    "fs_search.worker._service_handler",
+    "fs_search.workflows._plugin",
+)
+_SPILL_MODULES = ("fs_search.activities.results", "fs_search.activities.storage")
 
 
 class UsageError(ValueError):
@@ -58,6 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         usage.error(f"unrecognized arguments: {' '.join(unknown)}")
     if getattr(args, "connect_timeout", 1) <= 0:
         usage.error(f"--connect-timeout must be positive (got {args.connect_timeout:g})")
+    import logging
+
     level = logging.INFO if (args.verbose or args.command in ("worker", "dev")) else logging.WARNING
     logging.basicConfig(
         level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -67,7 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             # Before anything reads the environment (settings, Temporal, telemetry).
             load_env_file(args.env_file)
         if args.command == "worker":
-            return asyncio.run(_worker(args))
+            _load(_WORKER_MODULES)
+            return _run(_worker(args))
         if args.command in ("glob", "grep"):
             if args.address and not args.workspace_id:
                 usage.error("--address requires --workspace-id")
@@ -81,9 +97,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if (args.pattern is None) == (args.regexp is None):
                     usage.error("give the pattern once: as PATTERN or with -e/--regexp")
                 args.pattern = args.regexp if args.pattern is None else args.pattern
-            return asyncio.run(_bounded_on_interrupt(_call(args)))
+            options = _call_options(args)
+            # The mode's modules load here, before the call starts anything.
+            if options.address:
+                from fs_search.worker.cli._address import run_address_call as run_call
+            else:
+                from fs_search.worker.cli._embedded import run_call
+            return _run(_bounded_on_interrupt(_call(run_call(options), as_json=args.json)))
         if args.command == "spill":
-            return asyncio.run(_spill_read(args))
+            _load(_SPILL_MODULES)
+            return _run(_spill_read(args))
         if args.command == "dev":
             from pathlib import Path
 
@@ -92,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             problem = _worker_args_problem(args)
             if problem:
                 raise UsageError(problem)
-            return asyncio.run(
+            return _run(
                 run_dev(
                     args.workspace,
                     workspace_id=args.workspace_id,
@@ -107,33 +130,64 @@ def main(argv: Sequence[str] | None = None) -> int:
                     scan_interval=args.scan_interval,
                 )
             )
-    except (ConfigError, UsageError, EnvFileError, PortTaken) as e:
-        print(f"fs-search: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    except (TelemetryConfigError, TemporalSettingsError) as e:
-        print(f"fs-search: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    except TemporalUnreachable as e:
-        print(f"fs-search: {e}", file=sys.stderr)
-        return EXIT_UNREACHABLE
-    except QueueTaken as e:
-        # The error naming both workers is logged just above.
-        print(
-            f"fs-search: worker not started: another host's worker polls {e.queue}",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except Exception as e:
+        said = _one_line(e)
+        if said is None:
+            raise
+        line, code = said
+        print(f"fs-search: {line}", file=sys.stderr)
+        return code
     parser.error(f"unknown command {args.command}")
     return EXIT_USAGE
+
+
+def _one_line(error: Exception) -> tuple[str, int] | None:
+    """The line (after ``fs-search: ``) and exit code a user's mistake or an unreachable
+    server ends a command with; None for anything else (a bug: its traceback shows)."""
+    if isinstance(error, TemporalUnreachable):
+        return str(error), EXIT_UNREACHABLE
+    if isinstance(error, (UsageError, EnvFileError, TemporalSettingsError)):
+        return str(error), EXIT_USAGE
+    queue_taken = _loaded("fs_search.worker._queue_owner", "QueueTaken")
+    if queue_taken is not None and isinstance(error, queue_taken):
+        # The error naming both workers is logged just above.
+        return f"worker not started: another host's worker polls {error.queue}", EXIT_USAGE
+    for module, name in _SETTINGS_ERRORS:
+        kind = _loaded(module, name)
+        if kind is not None and isinstance(error, kind):
+            return str(error), EXIT_USAGE
+    return None
+
+
+def _loaded(module: str, name: str) -> Any:
+    """``module.name`` if ``module`` is already imported, else None."""
+    found = sys.modules.get(module)
+    return getattr(found, name, None) if found is not None else None
+
+
+def _load(modules: Sequence[str]) -> None:
+    """Import what a command runs on before it starts: Ctrl-C meanwhile leaves at once."""
+    for module in modules:
+        import_module(module)
+
+
+def _run(command: Coroutine[Any, Any, int]) -> int:
+    """Run a command under asyncio. From here Ctrl-C cancels it (asyncio's own handler) and
+    it stops what it started; before, in the console script, Ctrl-C left at once."""
+    import asyncio
+
+    if signal.getsignal(signal.SIGINT) is leave_interrupted:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    return asyncio.run(command)
 
 
 async def _bounded_on_interrupt(call: Coroutine[Any, Any, int]) -> int:
     """Run ``call`` so that Ctrl-C always ends the process within INTERRUPT_EXIT_S.
 
     asyncio cancels the call on SIGINT, and the call stops its search (the embedded worker
-    kills rg; in address mode the call is cancelled and waited for, at most 5 s). What
+    kills rg; in address mode the activity is cancelled and waited for, at most 5 s). What
     follows (a worker's and a connection's shutdown) waits on a server that, when loaded,
     may answer late: past the bound the process leaves anyway, with exit 130.
     """
@@ -162,6 +216,7 @@ def _leave_interrupted() -> None:
 
 
 async def _worker(args: argparse.Namespace) -> int:
+    from fs_search.activities.config import FsSearchConfig
     from fs_search.worker._app import build_services, default_workspace_id, run_until_signalled
     from fs_search.worker._connect import connect
     from fs_search.worker._fleet import serve_root
@@ -271,9 +326,11 @@ def _worker_args_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-async def _call(args: argparse.Namespace) -> int:
+def _call_options(args: argparse.Namespace) -> CallOptions:
+    """The call the command line asks for, and where (address mode: the server every
+    Temporal tool would connect to)."""
     from fs_search.worker._connect import connection_settings
-    from fs_search.worker.cli._embedded import CallOptions, run_call
+    from fs_search.worker.cli._address import CallOptions
 
     arguments: dict[str, object] = {"pattern": args.pattern}
     if args.path is not None:
@@ -300,8 +357,10 @@ async def _call(args: argparse.Namespace) -> int:
         if not args.verbose:
             # The in-process worker would log each failed call with its traceback; the
             # call's `Error: ...` already says it (-v shows the worker's log).
+            import logging
+
             logging.getLogger("temporalio.activity").setLevel(logging.ERROR)
-    options = CallOptions(
+    return CallOptions(
         tool=args.command,
         arguments=arguments,
         cwd=args.cwd,
@@ -315,12 +374,18 @@ async def _call(args: argparse.Namespace) -> int:
         no_sample=getattr(args, "no_sample", False),
         connect_timeout=timedelta(seconds=args.connect_timeout),
     )
-    result = await run_call(options)
-    _print(result, as_json=args.json)
+
+
+async def _call(call: Coroutine[Any, Any, ToolResult], *, as_json: bool) -> int:
+    """Run the call, print its result; the exit code says whether it is a tool error."""
+    result = await call
+    _print(result, as_json=as_json)
     return EXIT_TOOL_ERROR if result.is_error else EXIT_OK
 
 
 async def _spill_read(args: argparse.Namespace) -> int:
+    from fs_search.activities.config import StorageSettings
+    from fs_search.activities.contract import ArgumentProblem, ReadSpillRequest
     from fs_search.activities.errors import SearchError
     from fs_search.activities.results import read_spill_text
     from fs_search.activities.storage import storage_for
@@ -351,6 +416,8 @@ async def _spill_read(args: argparse.Namespace) -> int:
 
 def _store_read(settings: StorageSettings) -> str:
     """Which store ``spill read`` reads, in words."""
+    from fs_search.activities.config import SPILL_URL_ENV
+
     if settings.spill_url:
         return f"this command reads the store {SPILL_URL_ENV} names: {settings.spill_url}"
     return f"this command reads the local default store: {SPILL_URL_ENV} is not set"
@@ -358,6 +425,8 @@ def _store_read(settings: StorageSettings) -> str:
 
 def _store_unset_for(locator: str, settings: StorageSettings) -> str | None:
     """Why an S3 locator cannot be read with no S3 store set (None when one is)."""
+    from fs_search.activities.config import S3_ENDPOINT_URL_ENV, SPILL_URL_ENV
+
     if not locator.startswith("s3://") or (settings.spill_url or "").startswith("s3://"):
         return None
     return (
@@ -386,16 +455,3 @@ def for_a_person(result: ToolResult) -> str:
         return result.text
     command = f"fs-search spill read {shlex.quote(spill.locator)}"
     return f"{before}Read it with `{command}` (--offset and --limit page it, in lines).{after}"
-
-
-def run() -> None:
-    """Console-script entry: run, flush, and leave without interpreter finalisation.
-
-    Temporal's core threads can still be calling back into Python while the interpreter
-    finalises, which can abort the process after its work is done; everything has been
-    shut down and flushed by then, so exit directly.
-    """
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)

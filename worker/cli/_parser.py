@@ -1,21 +1,47 @@
-"""The ``fs-search`` command line's arguments (pure argparse; ``_main.py`` runs the commands)."""
+"""The ``fs-search`` command line's arguments (pure argparse; ``_main.py`` runs the commands).
+
+Light on purpose: ``--version`` and ``--help`` end here, so this module loads neither
+pydantic nor temporalio (tests/worker/cli/test_start_up.py holds it to that).
+"""
 
 from __future__ import annotations
 
 import argparse
-from importlib.metadata import PackageNotFoundError, version
+import sys
+from collections.abc import Sequence
+from typing import Any
 
-from fs_search.activities.config import DISTRIBUTION
-from fs_search.activities.contract import MAX_READ_SPILL_LINES, ReadSpillRequest
+from fs_search.activities.distribution import DISTRIBUTION, clash_warning, installed_version
 from fs_search.worker._connect import DEFAULT_CONNECT_TIMEOUT
+
+# ``spill read``'s page, as ReadSpillRequest defines it (tests/worker/cli/test_main.py checks
+# them against the model; read here without loading the contract's pydantic models).
+SPILL_PAGE_OFFSET = 0
+SPILL_PAGE_LINES = 2000
 
 
 def version_line() -> str:
     """What ``fs-search --version`` prints: the distribution and its version."""
-    try:
-        return f"fs-search ({DISTRIBUTION}) {version(DISTRIBUTION)}"
-    except PackageNotFoundError:  # run from a source tree that is not installed
+    found = installed_version(DISTRIBUTION)
+    if found is None:  # run from a source tree that is not installed
         return f"fs-search ({DISTRIBUTION}, not installed)"
+    return f"fs-search ({DISTRIBUTION}) {found}"
+
+
+class _Version(argparse.Action):
+    """``--version``: the line on stdout and, when another distribution claims
+    ``fs_search`` or the command (the registry's ``fs-search``), a warning on stderr."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        kwargs.setdefault("help", "print the version and the distribution, then exit")
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        print(version_line(), flush=True)
+        warning = clash_warning()
+        if warning:
+            print(warning, file=sys.stderr, flush=True)
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
-    parser.add_argument("-V", "--version", action="version", version=version_line())
+    parser.add_argument("-V", "--version", action=_Version)
     env_file_arg(parser, default=None)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -158,15 +184,17 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(subparser=r)
     r.add_argument("locator")
     env_file_arg(r)
-    page = ReadSpillRequest.model_fields
     r.add_argument(
-        "--offset", type=int, default=page["offset"].default, help=page["offset"].description
+        "--offset",
+        type=int,
+        default=SPILL_PAGE_OFFSET,
+        help=f"first line, 0-based (default: {SPILL_PAGE_OFFSET})",
     )
     r.add_argument(
         "--limit",
         type=int,
-        default=page["limit"].default,
-        help=f"{(page['limit'].description or '').rstrip('.')} (at most {MAX_READ_SPILL_LINES})",
+        default=SPILL_PAGE_LINES,
+        help=f"number of lines (default and at most: {SPILL_PAGE_LINES})",
     )
     return parser
 

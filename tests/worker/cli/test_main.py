@@ -317,7 +317,18 @@ def test_spill_read_page_arguments_are_the_models(tmp_path):
     p = cli("spill", "read", f"{tmp_path}/spill/wf/run/1.glob.txt", "--limit", "0", env=env)
     assert p.returncode == 1 and p.stderr.strip() == "Error: limit must be >= 1 (got 0)"
     usage = " ".join(cli("spill", "read", "--help").stdout.split())
-    assert "First line, 0-based." in usage and "(at most 2000)" in usage
+    assert "first line, 0-based (default: 0)" in usage
+    assert "number of lines (default and at most: 2000)" in usage
+    # The parser states them without loading the contract: they must be the model's.
+    from fs_search.activities.contract import MAX_READ_SPILL_LINES, ReadSpillRequest
+    from fs_search.worker.cli._parser import SPILL_PAGE_LINES, SPILL_PAGE_OFFSET
+
+    fields = ReadSpillRequest.model_fields
+    assert (SPILL_PAGE_OFFSET, SPILL_PAGE_LINES) == (
+        fields["offset"].default,
+        fields["limit"].default,
+    )
+    assert SPILL_PAGE_LINES == MAX_READ_SPILL_LINES
 
 
 def test_unreadable_tls_settings_exit_2():
