@@ -32,6 +32,23 @@ def _workspace(tmp_path: Path) -> Path:
     return ws
 
 
+async def _listed(dev_env, wsid: str) -> None:
+    """One quick call through the workspace's queue, then wait until Temporal lists its worker
+    as a live poller (it lists a poller once a poll delivered a task): on a machine loaded
+    enough to delay the worker's first poll past a 1 s budget, the calls under test would
+    otherwise be checked against an empty poller list."""
+    [warm] = await _gather(
+        dev_env,
+        Options(workspace_id=wsid, timeout_ms=60_000),
+        [("grep", {"pattern": "needle", "path": "a.txt"})],
+    )
+    assert not warm.is_error, warm.text
+    deadline = time.monotonic() + 30
+    while not [a for a in await _ages(dev_env, wsid) if a < 60]:
+        assert time.monotonic() < deadline, "the worker was never listed"
+        await asyncio.sleep(0.5)
+
+
 async def _gather(dev_env, options: Options, calls) -> list:
     queue = f"wf-{uuid.uuid4()}"
     async with Worker(dev_env.client, task_queue=queue, workflows=[ConcurrentCallsWorkflow]):
@@ -52,6 +69,7 @@ async def test_calls_behind_a_busy_worker_wait_and_run_none_reported_missing(dev
         ws, _address(dev_env), wsid, env={"FS_SEARCH_MAX_CONCURRENT_SEARCHES": "1"}
     )
     try:
+        await _listed(dev_env, wsid)
         results = await _gather(
             dev_env,
             Options(workspace_id=wsid, schedule_to_start_ms=2000, timeout_ms=60_000),
@@ -75,6 +93,7 @@ async def test_a_worker_full_to_its_last_slot_is_busy_not_missing(dev_env, tmp_p
         env={"FS_SEARCH_MAX_CONCURRENT_SEARCHES": "1", "FS_SEARCH_MAX_QUEUED_SEARCHES": "2"},
     )
     try:
+        await _listed(dev_env, wsid)
         results = await _gather(
             dev_env,
             Options(workspace_id=wsid, schedule_to_start_ms=1000, timeout_ms=60_000),
