@@ -1,7 +1,7 @@
 """The ``file://`` backend: artifacts the model opens with its read tool, payloads as files.
 
 Both live in one directory on the worker's host: artifacts under ``<dir>/<key>``
-(``<workspace>/<workflow id>/<run id>/<activity id>.<tool>.txt``, see ``keys.py``), Temporal
+(``<workspace>/<workflow id>/<run id>/<activity id>.<tool>.txt``, see :mod:`._keys`), Temporal
 payloads under ``<dir>/payloads/<sha256>.payload``. Payload files are single-host: a caller
 elsewhere cannot read them (the embedded CLI and tests share the filesystem).
 """

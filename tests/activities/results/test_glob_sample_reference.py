@@ -1,6 +1,6 @@
-"""Sampled glob pages against a plain reference allocation of SPEC §3, on generated trees
-of 10 to 100,000 paths with scattered times; the issue-46 example; the top-level-only page
-past the sampler's memory budget, and its footer."""
+"""Sampled glob pages against a plain reference allocation of the sampling rule
+(docs/configuration.md), on generated trees of 10 to 100,000 paths with scattered times; the
+issue-46 example; the top-level-only page past the sampler's memory budget, and its footer."""
 
 from __future__ import annotations
 

@@ -277,7 +277,7 @@ async def test_stdout_is_kept_as_read_and_stderr_is_bounded(tmp_path):
 
 
 async def test_nice_lowers_every_thread_of_the_group(executor, huge, rg_bin):
-    """``nice`` reaches rg and all its threads (the launcher forks after it is set)."""
+    """``nice`` reaches rg and all its threads (the fork server's thread takes it before it forks rg)."""
     task = asyncio.ensure_future(
         executor.run(
             grep_argv(rg_bin),
