@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fs_search.activities.contract import (
+from fs_search.activities import (
     HAND_BACKS_ON_SERVER,
     MAX_HANDED_BACK_PAUSE,
     MIN_HANDED_BACK_PAUSE,

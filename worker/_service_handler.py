@@ -19,7 +19,7 @@ rate-limited and cached, :func:`~fs_search.workflows._liveness.liveness_of`) and
 operation at once, SEARCH_FAILED naming the workspace, when no worker does; the caller's
 namespace could not have asked. Calls are never checked otherwise (no describe per search).
 
-What a caller may ask is bounded (:class:`~fs_search.activities.budget.BackingOptions`):
+What a caller may ask is bounded (:class:`~fs_search.activities._budget.BackingOptions`):
 only the four fs_search activities, only on fs-search queues, with timeouts and attempts
 within limits; the request's own checks are the activity's. A cancel reaches only an
 activity the service started (:mod:`~fs_search.worker._own_operations`), and the handler's
@@ -44,14 +44,14 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import PollerBehaviorAutoscaling, Worker
 
-from fs_search.activities.budget import BackingOptions
-from fs_search.activities.contract import (
+from fs_search.activities import (
     GLOB_ACTIVITY,
     GREP_ACTIVITY,
     HANDED_BACK_PRIORITY,
     NON_RETRYABLE_ERROR_TYPES,
     READ_SPILL_ACTIVITY,
     TOOLS_ACTIVITY,
+    BackingOptions,
     ErrorCode,
     GlobResult,
     GrepResult,
@@ -60,8 +60,8 @@ from fs_search.activities.contract import (
     ToolsResult,
     error_name,
     fairness_key_for,
+    summary_of,
 )
-from fs_search.activities.summaries import summary_of
 from fs_search.worker._app import temporal_worker
 from fs_search.worker._caller_share import NEXUS_SLOTS, CallerShare, busy, caller_of
 from fs_search.worker._own_operations import ActivityOperation, activity_id_for

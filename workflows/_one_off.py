@@ -33,19 +33,17 @@ from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 from temporalio.exceptions import TimeoutType
 from temporalio.service import RPCError, RPCStatusCode
 
-from fs_search.activities.budget import (
+from fs_search.activities import (
     DEFAULT_HEARTBEAT_TIMEOUT,
     DEFAULT_QUEUE_TIMEOUT,
     DEFAULT_SCHEDULE_TO_START,
-    execution_timeout,
-    schedule_to_close_for,
-)
-from fs_search.activities.contract import (
     DEFAULT_TIMEOUT_MS,
     TOOL_ARGUMENTS,
     ErrorCode,
     ToolResult,
     ToolsResult,
+    execution_timeout,
+    schedule_to_close_for,
 )
 from fs_search.workflows._call import CALL_WORKFLOW, CallInput, FsSearchCallWorkflow
 from fs_search.workflows._liveness import liveness_of, queue_liveness

@@ -26,31 +26,27 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from fs_search.activities import results
-    from fs_search.activities.budget import (
+    from fs_search.activities import (
         DEFAULT_HEARTBEAT_TIMEOUT,
         DEFAULT_MAX_ATTEMPTS,
         DEFAULT_QUEUE_TIMEOUT,
         DEFAULT_SCHEDULE_TO_START,
-        MAX_ATTEMPTS,
-        NEXUS_MARGIN,
-        BackingOptions,
-        start_to_close_for,
-    )
-    from fs_search.activities.contract import (
         DEFAULT_TIMEOUT_MS,
         GLOB_ACTIVITY,
         GREP_ACTIVITY,
         HANDED_BACK_PRIORITY,
+        MAX_ATTEMPTS,
         MAX_HANDED_BACK_PAUSE,
         MAX_READ_SPILL_LINES,
         MIN_HANDED_BACK_PAUSE,
+        NEXUS_MARGIN,
         NON_RETRYABLE_ERROR_TYPES,
         READ_SPILL_ACTIVITY,
         TOOL_ARGUMENTS,
         TOOLS_ACTIVITY,
         WORKSPACE_BUSY,
         ArgumentProblem,
+        BackingOptions,
         ErrorCode,
         GlobArguments,
         GlobRequest,
@@ -66,9 +62,11 @@ with workflow.unsafe.imports_passed_through():
         ToolsResult,
         fairness_key_for,
         host_queue_for,
+        results,
+        start_to_close_for,
+        summary_of,
         task_queue_for,
     )
-    from fs_search.activities.summaries import summary_of
     from fs_search.workflows._arguments import object_arguments
     from fs_search.workflows._liveness import QUEUE_LIVENESS_ACTIVITY, QueueLiveness, unserved
     from fs_search.workflows._service import (
@@ -86,7 +84,7 @@ DEFAULT_RETRY_POLICY = RetryPolicy(
     maximum_attempts=DEFAULT_MAX_ATTEMPTS, non_retryable_error_types=NON_RETRYABLE_ERROR_TYPES
 )
 # The scheduling defaults and the start-to-close formula are the budget model's
-# (activities/budget.py), shared with the worker and the Nexus handler.
+# (activities/_budget.py), shared with the worker and the Nexus handler.
 LIVENESS_TIMEOUT = timedelta(seconds=15)
 # How long a call a host queue handed back (WORKSPACE_BUSY: its workspace held its share of
 # the host) waits before it is scheduled again: the pause the host asks for (it spaces a

@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from fs_search.activities.contract import GrepMatch
+from fs_search.activities._contract import GrepMatch
+from fs_search.activities._workspace import SearchTarget
 from fs_search.activities.results import _glob_artifact as glob_artifact
 from fs_search.activities.results import _glob_names as glob_names
 from fs_search.activities.results import _parse as parse
 from fs_search.activities.results import _text as render
 from fs_search.activities.results._parse import FileLines
-from fs_search.activities.workspace import SearchTarget
 
 
 @dataclass(frozen=True)

@@ -28,9 +28,9 @@ from temporalio.converter import (
     StorageDriverStoreContext,
 )
 
-from fs_search.activities.config import DEFAULT_SPILL_TTL_HOURS
-from fs_search.activities.contract import ErrorCode, ReadSpillResult, SpillRef
-from fs_search.activities.errors import SearchError
+from fs_search.activities._config import DEFAULT_SPILL_TTL_HOURS
+from fs_search.activities._contract import ErrorCode, ReadSpillResult, SpillRef
+from fs_search.activities._errors import SearchError
 from fs_search.activities.results import Pager, line_count
 from fs_search.activities.storage._keys import (
     SpillFailed,

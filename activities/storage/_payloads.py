@@ -23,15 +23,15 @@ from typing import TYPE_CHECKING, TypeVar
 
 from temporalio import activity
 
-from fs_search.activities.budget import (
+from fs_search.activities._budget import (
     RETURN_MARGIN_S,
     SAVE_MARGIN_S,
     SAVE_TIMEOUT_S,
     window_s,
 )
-from fs_search.activities.contract import ErrorCode
-from fs_search.activities.errors import SearchError
-from fs_search.activities.progress import Progress, time_left
+from fs_search.activities._contract import ErrorCode
+from fs_search.activities._errors import SearchError
+from fs_search.activities._progress import Progress, time_left
 
 if TYPE_CHECKING:  # the backends import this module, and _storage imports them
     from fs_search.activities.storage._storage import Storage

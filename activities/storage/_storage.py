@@ -27,7 +27,7 @@ from temporalio.converter import (
     StorageDriverStoreContext,
 )
 
-from fs_search.activities.config import (
+from fs_search.activities._config import (
     DEFAULT_PAYLOAD_THRESHOLD,
     DEFAULT_SPILL_TTL_HOURS,
     S3_ENDPOINT_URL_ENV,
@@ -37,7 +37,7 @@ from fs_search.activities.config import (
     endpoint_url_problem,
     spill_url_problem,
 )
-from fs_search.activities.contract import ReadSpillResult, SpillRef
+from fs_search.activities._contract import ReadSpillResult, SpillRef
 from fs_search.activities.storage._files import (
     FileSpillStore,
     LocalDirectoryDriver,

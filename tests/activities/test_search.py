@@ -12,10 +12,10 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from fs_search.activities import search
-from fs_search.activities.catalogue import GLOB_PROMPT_HEAD, GLOB_PROMPT_SAMPLED, GREP_PROMPT
-from fs_search.activities.contract import GlobRequest, GrepRequest, ReadSpillRequest
-from fs_search.activities.search import NICE_STEP
+from fs_search.activities import _search as search
+from fs_search.activities._catalogue import GLOB_PROMPT_HEAD, GLOB_PROMPT_SAMPLED, GREP_PROMPT
+from fs_search.activities._contract import GlobRequest, GrepRequest, ReadSpillRequest
+from fs_search.activities._search import NICE_STEP
 from tests.helpers import Fifo, Link, sparse_file, write_tree
 from tests.procs import alive, exe_of, group
 

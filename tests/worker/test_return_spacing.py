@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from fs_search.activities.contract import HAND_BACKS_ON_SERVER
+from fs_search.activities._contract import HAND_BACKS_ON_SERVER
 from fs_search.worker._return_spacing import ReturnSpacing, retried_by_server
 
 

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from temporalio.common import RetryPolicy
 
-from fs_search.activities.contract import (
+from fs_search.activities._contract import (
     HANDED_BACK_PRIORITY,
     WORKSPACE_BUSY,
     ErrorCode,

@@ -44,7 +44,7 @@ def test_workflow_front_loads_no_worker_side_code():
     heavy = [
         "fs_search.workflows._plugin",
         "fs_search.activities.storage",
-        "fs_search.activities.search",
+        "fs_search.activities._search",
         "fs_search.activities.rg._executor",
         "fs_search.worker",
         "opentelemetry.sdk",
@@ -59,7 +59,7 @@ def test_workflow_front_loads_no_worker_side_code():
 def test_the_operator_imports_the_workers_parts_from_its_front():
     """`fs_search.worker` is the operator's front: the settings, the shared services, the
     factories, the real things."""
-    from fs_search.activities.config import FsSearchConfig, StorageSettings
+    from fs_search.activities._config import FsSearchConfig, StorageSettings
     from fs_search.worker import FsSearchConfig as Config
     from fs_search.worker import Services, build_services, new_worker
     from fs_search.worker import StorageSettings as Settings
@@ -72,10 +72,10 @@ def test_the_operator_imports_the_workers_parts_from_its_front():
 
 
 def test_the_contract_has_one_import_path():
-    """The models are defined once (``fs_search.activities.contract``) and reach callers through
+    """The models are defined once (``fs_search.activities._contract``) and reach callers through
     ``fs_search.workflows`` only: the activities and worker fronts do not re-export them."""
     import fs_search.activities
-    import fs_search.activities.contract as contract
+    import fs_search.activities._contract as contract
     import fs_search.worker
     import fs_search.worker.testing
     import fs_search.workflows

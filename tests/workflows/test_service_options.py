@@ -18,7 +18,7 @@ from temporalio.exceptions import (
     TimeoutType,
 )
 
-from fs_search.activities.budget import (
+from fs_search.activities._budget import (
     MAX_ATTEMPTS,
     MAX_HEARTBEAT_TIMEOUT,
     MAX_QUEUE_TIMEOUT,
@@ -26,7 +26,7 @@ from fs_search.activities.budget import (
     RETRY_MARGIN,
     BackingOptions,
 )
-from fs_search.activities.contract import ErrorCode, GrepRequest
+from fs_search.activities._contract import ErrorCode, GrepRequest
 from fs_search.workflows import FsSearchService, FsSearchTools, GrepCall
 from fs_search.workflows._service import Where
 from fs_search.workflows._tools import (

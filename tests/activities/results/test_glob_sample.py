@@ -9,11 +9,11 @@ from unittest import mock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fs_search.activities._workspace import SearchTarget
 from fs_search.activities.results import _digest as digest
 from fs_search.activities.results import _glob_sample as glob_sample
 from fs_search.activities.results import _glob_tree as glob_tree
 from fs_search.activities.results import _text as render
-from fs_search.activities.workspace import SearchTarget
 from tests.activities.results.sampling import reference_page, top_level_page
 
 ROOT = SearchTarget(run_dir="/w", file_arg=None, prefix="", root=".")

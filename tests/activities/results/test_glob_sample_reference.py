@@ -12,11 +12,11 @@ from unittest import mock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fs_search.activities._workspace import SearchTarget
 from fs_search.activities.results import _digest as digest
 from fs_search.activities.results import _glob_members as glob_members
 from fs_search.activities.results import _glob_tree as glob_tree
 from fs_search.activities.results import _text as render
-from fs_search.activities.workspace import SearchTarget
 from tests.activities.results.sampling import reference_page, top_level_page
 from tests.activities.results.scattered import issue_136, plain_page
 

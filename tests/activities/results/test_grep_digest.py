@@ -9,10 +9,10 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fs_search.activities._workspace import SearchTarget
 from fs_search.activities.results import _digest as digest
 from fs_search.activities.results import _text as render
 from fs_search.activities.results._offload import halves
-from fs_search.activities.workspace import SearchTarget
 
 TARGET = SearchTarget(run_dir="/w/src", file_arg=None, prefix="src", root="src")
 # Path parts and line texts, hostile ones included: line breaks of every kind a reader

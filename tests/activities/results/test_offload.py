@@ -12,11 +12,11 @@ import threading
 
 import pytest
 
+from fs_search.activities._workspace import SearchTarget
 from fs_search.activities.results import _digest as digest
 from fs_search.activities.results import _parse as parse
 from fs_search.activities.results._helper import HEADER, frame, job_name
 from fs_search.activities.results._offload import Offload, halves, mmap_large_allocations
-from fs_search.activities.workspace import SearchTarget
 from tests.procs import alive, group
 
 TARGET = SearchTarget(run_dir="/tmp", file_arg=None, prefix="src", root="src")

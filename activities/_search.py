@@ -21,10 +21,10 @@ from opentelemetry.trace import Span
 from temporalio import activity
 
 from fs_search.activities import results, rg
-from fs_search.activities.budget import budget_s, queue_budget_s
-from fs_search.activities.catalogue import tools_and_prompts
-from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.contract import (
+from fs_search.activities._budget import budget_s, queue_budget_s
+from fs_search.activities._catalogue import tools_and_prompts
+from fs_search.activities._config import FsSearchConfig
+from fs_search.activities._contract import (
     GLOB_ACTIVITY,
     GREP_ACTIVITY,
     READ_SPILL_ACTIVITY,
@@ -41,11 +41,13 @@ from fs_search.activities.contract import (
     ToolsResult,
     WorkspaceRef,
 )
-from fs_search.activities.errors import SearchError, contract_errors, invalid_argument
-from fs_search.activities.held_root import HeldRoot
-from fs_search.activities.identity import identity_of
-from fs_search.activities.ignore_files import OutOfTime, Vetted, vet
-from fs_search.activities.progress import Progress, heartbeating, time_left
+from fs_search.activities._errors import SearchError, contract_errors, invalid_argument
+from fs_search.activities._held_root import HeldRoot
+from fs_search.activities._identity import identity_of
+from fs_search.activities._ignore_files import OutOfTime, Vetted, vet
+from fs_search.activities._progress import Progress, heartbeating, time_left
+from fs_search.activities._telemetry import SearchTelemetry, mark_failed, outcome_of
+from fs_search.activities._workspace import SearchTarget, Workspace, this_host
 from fs_search.activities.results import ModifiedOrder  # NumPy loads with the worker
 from fs_search.activities.rg import Executor, IgnoreFiles, RgRun
 from fs_search.activities.storage import (
@@ -55,8 +57,6 @@ from fs_search.activities.storage import (
     directory_owner,
     spill_workspace,
 )
-from fs_search.activities.telemetry import SearchTelemetry, mark_failed, outcome_of
-from fs_search.activities.workspace import SearchTarget, Workspace, this_host
 
 log = logging.getLogger(__name__)
 
@@ -389,7 +389,7 @@ class SearchActivities:
     async def _ignore_files(self, target: SearchTarget, call: Call) -> Vetted:
         """Which ignore files rg reads for a grep of ``target``: every one as rg applies
         them from the search root up, under Landlock (nothing outside the workspace can
-        be opened); without it, only those :func:`~fs_search.activities.ignore_files.vet`
+        be opened); without it, only those :func:`~fs_search.activities._ignore_files.vet`
         finds safe. A file target reads none (rg searches a named file whatever they say)."""
         sandbox = self.executor.sandbox
         if target.file_arg is not None or (sandbox is not None and sandbox.landlock_abi):
