@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Concatenate, Literal, ParamSpec, TypeVar
 
 from opentelemetry import trace
 from opentelemetry.trace import Span
@@ -59,6 +59,9 @@ from fs_search.activities.storage import (
 )
 
 log = logging.getLogger(__name__)
+# A digest job's arguments and result, through to Offload.run (typed both ways).
+P = ParamSpec("P")
+R = TypeVar("R")
 
 # Under a workspaces root, each further call a workspace has in flight runs rg this much
 # nicer (at most 19).
@@ -174,7 +177,7 @@ class SearchActivities:
             # Paged and (over the cap) rendered in full in one pass over the bytes.
             got = await self._digest(
                 call,
-                results.glob,
+                results.digest_glob,
                 chunks,
                 target,
                 cap=cfg.glob_max_results,
@@ -241,7 +244,7 @@ class SearchActivities:
                     )
             got = await self._digest(
                 call,
-                results.grep,
+                results.digest_grep,
                 run.chunks,
                 target,
                 cap=cfg.grep_max_matches,
@@ -486,8 +489,14 @@ class SearchActivities:
         )
 
     async def _digest(
-        self, call: Call, job: Any, chunks: list[bytes], *args: Any, **kwargs: Any
-    ) -> Any:
+        self,
+        call: Call,
+        job: Callable[Concatenate[list[bytes], P], R],
+        chunks: list[bytes],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> R:
         """rg's output digested once rg is done (overflowing output is never parsed), off
         the event loop: in a helper process when large, so concurrent searches use every
         core. ``chunks`` is consumed."""

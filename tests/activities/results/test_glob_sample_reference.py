@@ -28,7 +28,7 @@ ODD = [b"", b"", b"", b" x", b"*", b"[a]", b"\xc3\xa9", b"\xff\xfe", b"\n", b"\\
 
 def digested(names: list[bytes], cap: int) -> digest.GlobDigest:
     raw = b"".join(n + b"\0" for n in names)
-    return digest.glob([raw], ROOT, cap=cap, sample=True, artifact=False, every=False)
+    return digest.digest_glob([raw], ROOT, cap=cap, sample=True, artifact=False, every=False)
 
 
 def generate(rng: random.Random, paths: int, *, tops: int, more: int, small: int, depth: int,

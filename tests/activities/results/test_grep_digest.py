@@ -94,8 +94,8 @@ def test_a_split_grep_digest_is_the_digest_of_the_whole(output, cap, max_line_by
     head, tail = halves(list(chunks), len(raw))
     part = digest.grep_part(list(tail), TARGET, **kw)
     for got in (
-        digest.grep(list(chunks), TARGET, **kw),
-        digest.grep(head, TARGET, rest=lambda: part, **kw),
+        digest.digest_grep(list(chunks), TARGET, **kw),
+        digest.digest_grep(head, TARGET, rest=lambda: part, **kw),
     ):
         assert (got.total, got.files, got.page) == (len(matches), files, page)
         assert got.every == (None if spill else ordered)

@@ -32,10 +32,10 @@ ALL = "".join(BREAKS)
 
 
 def glob_artifact(paths: list[str]) -> str:
-    """The glob spill artifact digest.glob builds for an rg listing of ``paths``."""
+    """The glob spill artifact digest.digest_glob builds for an rg listing of ``paths``."""
     raw = b"".join(p.encode() + b"\0" for p in paths)
     root = SearchTarget(run_dir="/w", file_arg=None, prefix="", root=".")
-    got = digest.glob([raw], root, cap=1, sample=False, artifact=True, every=False)
+    got = digest.digest_glob([raw], root, cap=1, sample=False, artifact=True, every=False)
     assert got.artifact is not None
     # Built in place as UTF-8 bytes when the names need no escaping.
     return got.artifact if isinstance(got.artifact, str) else got.artifact.decode()
