@@ -75,9 +75,10 @@ from fs_search.activities import (
     host_queue_for,
     invalid_argument,
     queue_budget_s,
+    retried_by_server,
     time_left,
 )
-from fs_search.worker._return_spacing import ReturnSpacing, retried_by_server
+from fs_search.worker._return_spacing import ReturnSpacing
 
 Lookup = Callable[[str], SearchActivities | None]
 Attach = Callable[[str], Awaitable[SearchActivities | None]]

@@ -19,19 +19,19 @@ from pathlib import Path
 import pytest
 from temporalio.worker import Worker
 
-from fs_search.activities._config import FsSearchConfig
-from fs_search.activities._contract import (
+from fs_search.activities._attempts import (
     HAND_BACKS_ON_SERVER,
     HANDED_BACK_PRIORITY,
-    WORKSPACE_BUSY,
+    MIN_HANDED_BACK_PAUSE,
 )
+from fs_search.activities._config import FsSearchConfig
+from fs_search.activities._contract import WORKSPACE_BUSY
 from fs_search.activities._held_root import HeldRoot
 from fs_search.activities._workspace import Changed, Workspace
 from fs_search.activities.storage import local_storage
 from fs_search.worker import build_services
 from fs_search.worker._fleet import Fleet, scan_root
 from fs_search.workflows import FsSearchClient
-from fs_search.workflows._tools import MIN_HANDED_BACK_PAUSE
 from tests.helpers import sparse_file, write_tree
 from tests.oracles import running_for
 from tests.procs import WorkerProcess
