@@ -42,13 +42,13 @@ from fs_search.activities._contract import (
     WorkspaceRef,
 )
 from fs_search.activities._errors import SearchError, contract_errors, invalid_argument
+from fs_search.activities._glob_listing import GlobListing
 from fs_search.activities._held_root import HeldRoot
 from fs_search.activities._identity import identity_of
 from fs_search.activities._ignore_files import OutOfTime, Vetted, vet
 from fs_search.activities._progress import Progress, heartbeating, time_left
 from fs_search.activities._telemetry import SearchTelemetry, mark_failed, outcome_of
 from fs_search.activities._workspace import SearchTarget, Workspace, this_host
-from fs_search.activities.results import ModifiedOrder  # NumPy loads with the worker
 from fs_search.activities.rg import Executor, IgnoreFiles, RgRun
 from fs_search.activities.storage import (
     Spills,
@@ -66,10 +66,6 @@ R = TypeVar("R")
 # Under a workspaces root, each further call a workspace has in flight runs rg this much
 # nicer (at most 19).
 NICE_STEP = 5
-# A glob's listing is put in modification order here (its times read on two cores: faster
-# than rg's own sort) up to this much of it; a larger one is sorted by rg, whose order is the
-# same, at less memory than a list and a sort of every name in the worker.
-SORT_HERE_MAX_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -151,29 +147,43 @@ class SearchActivities:
         async with self._call("glob", req) as call:
             cfg = self.config
             with self._resolved(req, "glob", call) as (target, at):
-                with self._rg_span("glob", call.progress) as span:
-                    run, argv, order = await self._listing(req.pattern, at, call)
-                    span.set_attribute("fs_search.exit_code", run.returncode)
-                    try:
+                listing = GlobListing(
+                    req.pattern,
+                    rg_path=self._rg_path(),
+                    offload=self.offload,
+                    at=at,
+                    cap=cfg.raw_output_max_bytes,
+                )
+                async with listing:
+                    with self._rg_span("glob", call.progress) as span:
+                        try:
+                            run = await self._run_rg(
+                                listing.argv,
+                                at=at,
+                                call=call,
+                                max_stdout=listing.max_stdout,
+                                sink=listing.sink,
+                            )
+                        except SearchError as e:
+                            if not await listing.fall_back(e):  # too large to sort here?
+                                raise
+                            run = await self._run_rg(listing.argv, at=at, call=call)
+                        span.set_attribute("fs_search.exit_code", run.returncode)
                         # `rg --files` writes no closing message to look for: its exit
                         # code decides; a pattern error is confirmed with the same argv.
                         partial = await rg.check_exit(
                             run,
                             self.executor,
                             complete=True,
-                            clean_argv=argv,
+                            clean_argv=listing.argv,
                             file_arg=target.file_arg,
                             pattern=req.pattern,
                             budget_s=call.budget_s,
                         )
-                    except BaseException:
-                        if order is not None:
-                            await order.discard()
-                        raise
-                chunks = run.chunks
-                if order is not None:
-                    with self._phase("order", call.progress):
-                        chunks = await order.finish()
+                    chunks = run.chunks  # rg's own order, unless sorted here:
+                    if listing.sorts_here:
+                        with self._phase("order", call.progress):
+                            chunks = await listing.sorted()
             # Paged and (over the cap) rendered in full in one pass over the bytes.
             got = await self._digest(
                 call,
@@ -228,7 +238,7 @@ class SearchActivities:
                 with self._rg_span("grep", call.progress) as span:
                     # An ignore file that stops rg is skipped, and the text says so.
                     run, skipped = await rg.grep_past_ignore_files(
-                        lambda argv: self._run_rg(argv, at, call), argvs
+                        lambda argv: self._run_rg(argv, at=at, call=call), argvs
                     )
                     span.set_attribute("fs_search.exit_code", run.returncode)
                     # A pattern error is confirmed with the same search, no file operand
@@ -432,41 +442,12 @@ class SearchActivities:
             raise SearchError(ErrorCode.SEARCH_FAILED, "ripgrep is not available on this worker")
         return self.rg.path
 
-    async def _listing(
-        self, pattern: str, at: int, call: Call
-    ) -> tuple[RgRun, list[str], ModifiedOrder | None]:
-        """A glob's rg run and argv, and what puts its listing in modification order (None:
-        rg sorted it). rg walks, and the listing is sorted here as it comes
-        (:class:`~fs_search.activities.results.ModifiedOrder`: finish or discard it); a
-        listing too large to sort here (more than ``SORT_HERE_MAX_BYTES``: the walk is
-        stopped there) is listed again by rg, sorted."""
-        cap = self.config.raw_output_max_bytes
-        walk = rg.for_glob(pattern, rg=self._rg_path(), sort=False)
-        order = ModifiedOrder(self.offload, at, reserve=min(cap, SORT_HERE_MAX_BYTES))
-        try:
-            run = await self._run_rg(
-                walk, at, call, max_stdout=min(cap, SORT_HERE_MAX_BYTES), sink=order.feed
-            )
-        except BaseException as e:
-            await order.discard()
-            past_sort_here = (
-                isinstance(e, SearchError)
-                and e.code == ErrorCode.SEARCH_RAW_OUTPUT_OVERFLOW
-                and cap > SORT_HERE_MAX_BYTES
-            )
-            if not past_sort_here:
-                raise
-        else:
-            return run, walk, order
-        argv = rg.for_glob(pattern, rg=self._rg_path(), sort=True)
-        return await self._run_rg(argv, at, call), argv, None
-
     async def _run_rg(
         self,
         argv: list[str],
+        *,
         at: int,
         call: Call,
-        *,
         max_stdout: int | None = None,
         sink: Callable[[bytes], None] | None = None,
     ) -> RgRun:
