@@ -15,7 +15,6 @@ OpenTelemetry; the contract alone is what workflow code loads.
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 # The names as the type checker sees them (ruff: re-exported on purpose, beyond __all__).
@@ -267,7 +266,11 @@ _LAZY = {
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        return getattr(import_module(_LAZY[name]), name)
+        # Through ``__import__``, not importlib: in Temporal's workflow sandbox it is the
+        # sandbox's import hook, which passes fs_search's host modules through; importlib
+        # would load a second copy of the module (a second ErrorCode, models, ...) into the
+        # sandbox's module table and set it on this (host) package.
+        return getattr(__import__(_LAZY[name], fromlist=[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

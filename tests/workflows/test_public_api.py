@@ -93,3 +93,25 @@ def test_each_package_ships_py_typed(package):
     from importlib.resources import files
 
     assert files(package).joinpath("py.typed").is_file()
+
+
+def test_the_activities_front_loads_through_the_sandbox():
+    """Workflow code re-imported by a sandbox that does not pass fs_search through reads the
+    activities' front inside ``imports_passed_through``: its lazy names come from the host's
+    modules, never from a second copy set on the host's package (a second ErrorCode)."""
+    code = """
+from temporalio import workflow
+from temporalio.worker.workflow_sandbox import SandboxRestrictions
+from temporalio.worker.workflow_sandbox._importer import Importer
+from temporalio.worker.workflow_sandbox._restrictions import RestrictionContext
+import fs_search.activities
+import fs_search.activities._contract as host
+
+with Importer(SandboxRestrictions.default, RestrictionContext()).applied():
+    with workflow.unsafe.imports_passed_through():
+        from fs_search.activities import ErrorCode
+print(ErrorCode is host.ErrorCode, fs_search.activities._contract is host)
+"""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["True", "True"]
