@@ -4,10 +4,12 @@ Internal to fs-search: callers import the contract from ``fs_search.workflows``,
 the worker's parts from ``fs_search.worker`` (which re-exports what it needs from here).
 Every module here is private by name; this front is what the workflow side and the worker
 read (the names below). A reader starts from :mod:`~fs_search.activities._search` (the four
-activities), then ``_contract`` and ``_budget`` (a call's time: both pure, shared with the
-workflow side), ``_errors``, ``_config``, ``_catalogue``, ``_progress``, ``_telemetry`` and
-``_workspace``, and the rooms by stage behind their fronts: ``rg`` (run rg), ``results``
-(rg's output made into results) and ``storage`` (where complete results go).
+activities), then ``_contract``, ``_budget`` (a call's time) and ``_attempts`` (a call's
+attempts: the hand-back rule, the next step after a failure), all three pure and shared with
+the workflow side, ``_errors``, ``_config``, ``_catalogue``, ``_progress``, ``_telemetry``,
+``_workspace`` and ``_glob_listing``, and the rooms by stage behind their fronts: ``rg``
+(run rg), ``results`` (rg's output made into results) and ``storage`` (where complete results
+go).
 
 Names load on first use: the activities and the stores bring subprocesses, S3 clients and
 OpenTelemetry; the contract alone is what workflow code loads.
