@@ -29,7 +29,7 @@ from flows import WORKFLOWS, Call, CallsWorkflow, HostileGrepWorkflow, Spec  # n
 from temporalio.client import Client  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
 
-from fs_search.activities.contract import WORKSPACE_BUSY  # noqa: E402
+from fs_search.activities._contract import WORKSPACE_BUSY  # noqa: E402
 from fs_search.workflows import FsSearchPlugin  # noqa: E402
 
 READY = "flood started"

@@ -17,7 +17,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, NexusOperationError
 
 with workflow.unsafe.imports_passed_through():
-    from fs_search.activities.contract import (
+    from fs_search.activities._contract import (
         GREP_ACTIVITY,
         GrepRequest,
         GrepResult,

@@ -30,9 +30,9 @@ from temporalio import activity
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
-from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.contract import GrepRequest, GrepResult
-from fs_search.activities.search import SearchActivities
+from fs_search.activities._config import FsSearchConfig
+from fs_search.activities._contract import GrepRequest, GrepResult
+from fs_search.activities._search import SearchActivities
 from fs_search.worker import build_activities, maintenance, new_worker
 from fs_search.worker._devstack import DevServer
 from fs_search.worker._service_handler import CALLBACKS_DYNAMIC_CONFIG

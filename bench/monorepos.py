@@ -20,7 +20,7 @@ directories the ignore files hide named explicitly. Each answer is compared with
 - **git's own ignore engine** (grep calls in a second copy of the tree without ``.ignore`` and
   ``.rgignore`` files, whose repository tracks nothing): the files ``git ls-files --others
   --exclude-standard`` lists beneath the search root (each nested repository asked itself);
-- **a plain allocation** (over-cap sampled globs): SPEC's recursive round-robin written out
+- **a plain allocation** (over-cap sampled globs): the sampling rule's recursive round-robin written out
   directly over the mtime-ordered listing.
 
 Prints, per repository and class (grep below the root, a root inside an ignored directory,
@@ -238,7 +238,7 @@ def needle_everywhere(ws: Path, rng: random.Random) -> None:
 
 
 def allocation(paths: list[str], cap: int) -> tuple[list[str], bool]:
-    """SPEC §3's sampled page of the mtime-ordered ``paths`` (relative to the search root),
+    """The sampling rule's sampled page of the mtime-ordered ``paths`` (relative to the search root),
     written out plainly: (page, sampled)."""
 
     @dataclass

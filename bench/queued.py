@@ -24,7 +24,7 @@ import procs
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle
 
-from fs_search.activities.contract import GREP_ACTIVITY, GrepRequest
+from fs_search.activities._contract import GREP_ACTIVITY, GrepRequest
 
 SLOW_BYTES = 256 * 1024**2
 SLOW_PATTERN = "queue_needle_never_found"

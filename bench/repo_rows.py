@@ -36,7 +36,7 @@ from rows import (
 )
 from stats import RowResult, Target, median, spread
 
-from fs_search.activities.contract import GlobResult, ToolResult
+from fs_search.activities._contract import GlobResult, ToolResult
 
 MB = 1e6
 

@@ -35,8 +35,8 @@ from flows import (
 from harness import Env, child_worker
 from stats import RowResult, Target, median, percentile, spread
 
-from fs_search.activities.budget import DEFAULT_SCHEDULE_TO_START
-from fs_search.activities.contract import ErrorCode, GlobResult, GrepResult, ToolResult
+from fs_search.activities._budget import DEFAULT_SCHEDULE_TO_START
+from fs_search.activities._contract import ErrorCode, GlobResult, GrepResult, ToolResult
 from fs_search.activities.rg import for_grep
 
 Sample = Callable[[], Awaitable[float]]

@@ -26,8 +26,8 @@ import time
 import tracemalloc
 from collections.abc import Callable
 
+from fs_search.activities._workspace import SearchTarget
 from fs_search.activities.results import _glob_names as glob_names
-from fs_search.activities.workspace import SearchTarget
 
 ROOT = SearchTarget(run_dir="/w", file_arg=None, prefix="", root=".")
 CAP = 100

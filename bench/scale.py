@@ -42,7 +42,7 @@ from temporalio.client import Client
 from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.worker import Worker
 
-from fs_search.activities.contract import ToolResult
+from fs_search.activities._contract import ToolResult
 from fs_search.worker._devstack import DevServer
 from fs_search.worker._processes import ManagedProcess, free_port, tail_of
 from fs_search.workflows import FsSearchPlugin

@@ -30,7 +30,7 @@ from stats import RowResult, Target, spread
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from fs_search.activities.contract import ToolResult
+from fs_search.activities._contract import ToolResult
 from fs_search.worker import create_endpoint, serving_service
 from fs_search.workflows import FsSearchClient, FsSearchPlugin
 from fs_search.workflows._call import CALL_WORKFLOW, CallInput, FsSearchCallWorkflow

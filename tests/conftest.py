@@ -14,8 +14,8 @@ import pytest
 import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
-from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.search import SearchActivities
+from fs_search.activities._config import FsSearchConfig
+from fs_search.activities._search import SearchActivities
 from fs_search.activities.storage import FileSpillStore, Storage
 from fs_search.activities.storage._s3_client import client_kwargs
 from fs_search.worker import build_activities, serving_service

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from fs_search.activities.contract import (
+from fs_search.activities._contract import (
     MAX_INCLUDE_BYTES,
     MAX_LOCATOR_BYTES,
     MAX_PATH_BYTES,

@@ -23,7 +23,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from fs_search.activities.workspace import VCS_DIRS
+from fs_search.activities._workspace import VCS_DIRS
 
 Match = tuple[str, int, str]  # (display path, line number, line)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from fs_search.activities.distribution import DISTRIBUTION, installed_version
+from fs_search.activities._distribution import DISTRIBUTION, installed_version
 from tests.test_readme import CLONE, CLONE_INSTALL, PAGES, SHELL
 
 ROOT = Path(__file__).resolve().parents[1]

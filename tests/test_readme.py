@@ -29,7 +29,7 @@ from packaging.requirements import Requirement
 from temporalio.client import Client
 from temporalio.contrib.pydantic import PydanticPayloadConverter
 
-from fs_search.activities.config import DISTRIBUTION
+from fs_search.activities._config import DISTRIBUTION
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

@@ -11,8 +11,8 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from fs_search.activities.catalogue import tools_and_prompts
-    from fs_search.activities.contract import ToolResult, ToolsResult
+    from fs_search.activities._catalogue import tools_and_prompts
+    from fs_search.activities._contract import ToolResult, ToolsResult
     from fs_search.workflows import FsSearchTools
     from fs_search.workflows._tools import NON_RETRYABLE_ERROR_TYPES
 

@@ -34,8 +34,8 @@ if TYPE_CHECKING:
         SearchActivities,
         SearchError,
         StorageSettings,
+        workspace_identity,
     )
-    from fs_search.activities.identity import workspace_identity
     from fs_search.worker._app import (
         Services,
         build_activities,
@@ -75,7 +75,7 @@ _LAZY = {
     "search_worker": "fs_search.worker.testing",
     "service_env": "fs_search.worker.testing",
     "time_skipping_env": "fs_search.worker.testing",
-    "workspace_identity": "fs_search.activities.identity",
+    "workspace_identity": "fs_search.activities",
 }
 
 

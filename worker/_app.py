@@ -18,17 +18,21 @@ from typing import Any, Protocol
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.contract import host_queue_for, task_queue_for
-from fs_search.activities.errors import SearchError
-from fs_search.activities.progress import HEARTBEAT_INTERVAL_S
+from fs_search.activities import (
+    HEARTBEAT_INTERVAL_S,
+    FsSearchConfig,
+    RgStatus,
+    SearchActivities,
+    SearchError,
+    SearchTelemetry,
+    Workspace,
+    escaped,
+    host_queue_for,
+    task_queue_for,
+)
 from fs_search.activities.results import Offload, default_processes
 from fs_search.activities.rg import Executor, default_backstop, for_probe, sandbox_for
-from fs_search.activities.search import RgStatus, SearchActivities
-from fs_search.activities.shown import escaped
 from fs_search.activities.storage import Storage, storage_for
-from fs_search.activities.telemetry import SearchTelemetry
-from fs_search.activities.workspace import Workspace
 from fs_search.worker._binaries import find_binary
 from fs_search.worker._host_queue import HostRouter
 from fs_search.worker._queue_owner import claim_queue, host_id_from_env, identity_for

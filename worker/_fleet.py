@@ -43,14 +43,23 @@ from temporalio.worker import (
     WorkerTuner,
 )
 
-from fs_search.activities.budget import drain_for
-from fs_search.activities.contract import ID_SYNTAX, host_queue_for, task_queue_for
-from fs_search.activities.held_root import HeldRoot, Missing, Outside, Unresolvable
-from fs_search.activities.identity import Identity
-from fs_search.activities.search import NICE_STEP, SearchActivities
-from fs_search.activities.shown import escaped
-from fs_search.activities.telemetry import INSTRUMENTATION
-from fs_search.activities.workspace import Changed, Workspace
+from fs_search.activities import (
+    ID_SYNTAX,
+    INSTRUMENTATION,
+    NICE_STEP,
+    Changed,
+    HeldRoot,
+    Identity,
+    Missing,
+    Outside,
+    SearchActivities,
+    Unresolvable,
+    Workspace,
+    drain_for,
+    escaped,
+    host_queue_for,
+    task_queue_for,
+)
 from fs_search.worker._app import (
     Services,
     maintenance,

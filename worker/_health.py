@@ -29,7 +29,7 @@ from datetime import timedelta
 from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 from temporalio.client import Client
 
-from fs_search.activities.errors import SearchError
+from fs_search.activities import SearchError
 from fs_search.activities.rg import Executor, for_probe
 from fs_search.activities.storage import Storage
 

@@ -51,8 +51,7 @@ from datetime import UTC, datetime, timedelta
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
-from fs_search.activities.budget import queue_budget_s
-from fs_search.activities.contract import (
+from fs_search.activities import (
     DEFAULT_TIMEOUT_MS,
     GLOB_ACTIVITY,
     GREP_ACTIVITY,
@@ -64,16 +63,22 @@ from fs_search.activities.contract import (
     GlobResult,
     GrepRequest,
     GrepResult,
+    Progress,
     ReadSpillRequest,
     ReadSpillResult,
+    SearchActivities,
+    SearchError,
     ToolsRequest,
     ToolsResult,
+    contract_errors,
+    heartbeating,
     host_queue_for,
+    invalid_argument,
+    queue_budget_s,
+    retried_by_server,
+    time_left,
 )
-from fs_search.activities.errors import SearchError, contract_errors, invalid_argument
-from fs_search.activities.progress import Progress, heartbeating, time_left
-from fs_search.activities.search import SearchActivities
-from fs_search.worker._return_spacing import ReturnSpacing, retried_by_server
+from fs_search.worker._return_spacing import ReturnSpacing
 
 Lookup = Callable[[str], SearchActivities | None]
 Attach = Callable[[str], Awaitable[SearchActivities | None]]

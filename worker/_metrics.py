@@ -2,7 +2,7 @@
 
 :class:`WorkerMetrics` holds a ``prometheus_client`` registry with:
 
-* what the calls record as they end (:class:`~fs_search.activities.telemetry.MetricsSink`):
+* what the calls record as they end (:class:`~fs_search.activities._telemetry.MetricsSink`):
   ``fs_search_calls_total{tool,outcome}``, ``fs_search_call_duration_seconds{tool,outcome}``,
   ``fs_search_rg_duration_seconds{tool}``, ``fs_search_rg_output_bytes_total{tool}`` (the raw
   rg output read), ``fs_search_spills_total{store,outcome}``;

@@ -17,16 +17,14 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.contract import task_queue_for
-from fs_search.activities.telemetry import SearchTelemetry
+from fs_search.activities import FsSearchConfig, SearchTelemetry, task_queue_for
 from fs_search.worker._drain import Drain
 from fs_search.worker._health import Health
 
 if TYPE_CHECKING:
     from temporalio.client import Client
 
-    from fs_search.activities.search import SearchActivities
+    from fs_search.activities import SearchActivities
     from fs_search.worker._app import Services
     from fs_search.worker._fleet import Fleet
     from fs_search.worker._metrics import WorkerMetrics
@@ -164,7 +162,7 @@ class Operating:
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
-    from fs_search.activities.config import DISTRIBUTION
+    from fs_search.activities import DISTRIBUTION
 
     try:
         return version(DISTRIBUTION)

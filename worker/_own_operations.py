@@ -33,7 +33,7 @@ from nexusrpc.handler import CancelOperationContext
 from temporalio import nexus
 from temporalio.service import RPCError, RPCStatusCode
 
-from fs_search.activities.contract import (
+from fs_search.activities import (
     GLOB_ACTIVITY,
     GREP_ACTIVITY,
     HOST_QUEUE_PREFIX,

@@ -52,9 +52,7 @@ from dataclasses import dataclass
 
 from temporalio.client import Client
 
-from fs_search.activities.config import ConfigError, FsSearchConfig
-from fs_search.activities.contract import ID_SYNTAX
-from fs_search.activities.workspace import host_id_of, this_host
+from fs_search.activities import ID_SYNTAX, ConfigError, FsSearchConfig, host_id_of, this_host
 from fs_search.workflows._task_queues import (  # noqa: F401 - re-exported for the checks
     DESCRIBE_TIMEOUT,
     DESCRIBES,

@@ -16,20 +16,16 @@ one comes back spread evenly over the pauses, each call once per ``longest``), a
 throughput is unchanged. State is kept only for workspaces that hold calls (the router
 forgets the rest).
 
-:func:`retried_by_server` says who brings a handed-back call back: the Temporal server (a
-retry of the same activity after the pause) for its first hand-backs, while the pause fits in
-what is left of its queueing budget; else its caller.
+Who brings a handed-back call back (``retried_by_server``), the bounds of the pauses and the
+caller's side of the rule are the hand-back rule's one home, ``activities/_attempts.py``; this
+module is the host's spacing of the pauses it asks for, within those bounds.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fs_search.activities.contract import (
-    HAND_BACKS_ON_SERVER,
-    MAX_HANDED_BACK_PAUSE,
-    MIN_HANDED_BACK_PAUSE,
-)
+from fs_search.activities import MAX_HANDED_BACK_PAUSE, MIN_HANDED_BACK_PAUSE
 
 # How much a newly measured interval between a workspace's ended calls moves the estimate.
 WEIGHT = 0.3
@@ -95,24 +91,3 @@ class ReturnSpacing:
 
     def __len__(self) -> int:
         return len(self._state)
-
-
-def retried_by_server(
-    *, attempt: int, pause_s: float, queue_left_s: float | None, close_left_s: float | None
-) -> bool:
-    """Whether the server retries a call handed back on its ``attempt`` (1 first) after
-    ``pause_s``, rather than failing it back to its caller.
-
-    The server's retry costs a timer and a dispatch; the caller's is a failure, two workflow
-    tasks and a timer (or a client's round trip), the churn that slowed every workspace on a
-    busy host. The caller still takes the call back on attempt :data:`HAND_BACKS_ON_SERVER`
-    (its own queueing budget, and the lowest priority for a call handed back that often), and
-    whenever the pause would run past what is left of the call's queueing budget
-    (``queue_left_s``) or of its schedule-to-close after one more attempt (``close_left_s``;
-    None: unbounded): the caller keeps its budget to the letter.
-    """
-    return (
-        attempt < HAND_BACKS_ON_SERVER
-        and (queue_left_s is None or pause_s <= queue_left_s)
-        and (close_left_s is None or pause_s <= close_left_s)
-    )

@@ -9,7 +9,7 @@ verdicts: the fleet vets each named entry as its scan does (beneath the held roo
 id, a directory, not a link out of the root) before anything is attached.
 
 The calls are made directly, through ``ctypes`` on libc's ``inotify_init1`` and
-``inotify_add_watch`` (the same way ``activities/held_root.py`` binds ``openat2``), and the
+``inotify_add_watch`` (the same way ``activities/_held_root.py`` binds ``openat2``), and the
 descriptor is read on the event loop (``loop.add_reader``): no thread, no dependency, and
 the overflow of the kernel's queue is seen as such. The registry's wrappers were weighed:
 ``inotify-simple`` is these same few ctypes calls; ``asyncinotify`` queues an object per

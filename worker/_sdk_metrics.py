@@ -41,7 +41,7 @@ from temporalio.runtime import (
     TelemetryConfig,
 )
 
-from fs_search.activities.contract import task_queue_for
+from fs_search.activities import task_queue_for
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ rate-limited and cached, :func:`~fs_search.workflows._liveness.liveness_of`) and
 operation at once, SEARCH_FAILED naming the workspace, when no worker does; the caller's
 namespace could not have asked. Calls are never checked otherwise (no describe per search).
 
-What a caller may ask is bounded (:class:`~fs_search.activities.budget.BackingOptions`):
+What a caller may ask is bounded (:class:`~fs_search.activities._budget.BackingOptions`):
 only the four fs_search activities, only on fs-search queues, with timeouts and attempts
 within limits; the request's own checks are the activity's. A cancel reaches only an
 activity the service started (:mod:`~fs_search.worker._own_operations`), and the handler's
@@ -44,14 +44,12 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import PollerBehaviorAutoscaling, Worker
 
-from fs_search.activities.budget import BackingOptions
-from fs_search.activities.contract import (
+from fs_search.activities import (
     GLOB_ACTIVITY,
     GREP_ACTIVITY,
-    HANDED_BACK_PRIORITY,
-    NON_RETRYABLE_ERROR_TYPES,
     READ_SPILL_ACTIVITY,
     TOOLS_ACTIVITY,
+    BackingOptions,
     ErrorCode,
     GlobResult,
     GrepResult,
@@ -59,9 +57,10 @@ from fs_search.activities.contract import (
     ToolsRequest,
     ToolsResult,
     error_name,
-    fairness_key_for,
+    priority_for,
+    summary_of,
+    with_contract_codes,
 )
-from fs_search.activities.summaries import summary_of
 from fs_search.worker._app import temporal_worker
 from fs_search.worker._caller_share import NEXUS_SLOTS, CallerShare, busy, caller_of
 from fs_search.worker._own_operations import ActivityOperation, activity_id_for
@@ -227,21 +226,19 @@ class FsSearchServiceHandler:
                 schedule_to_start_timeout=backing.schedule_to_start,
                 schedule_to_close_timeout=backing.schedule_to_close,
                 heartbeat_timeout=backing.heartbeat_timeout,
-                # A call the host queue hands back (WORKSPACE_BUSY) is retried by the server
-                # on its first attempts, then returns to the caller, which starts it again
-                # behind other workspaces' calls (worker/_host_queue.py).
-                retry_policy=RetryPolicy(
-                    maximum_attempts=backing.max_attempts,
-                    non_retryable_error_types=list(NON_RETRYABLE_ERROR_TYPES),
+                # The caller's attempt policy, as FsSearchTools schedules an activity: the
+                # contract's codes never retried; a call the host queue hands back
+                # (WORKSPACE_BUSY) retried by the server on its first attempts, then back to
+                # the caller, which starts it again behind other workspaces' calls.
+                retry_policy=with_contract_codes(
+                    RetryPolicy(maximum_attempts=backing.max_attempts)
                 ),
                 summary=summary,
                 # On a host queue, the worker hands calls out round-robin by workspace.
-                priority=Priority(
-                    priority_key=HANDED_BACK_PRIORITY if call.handed_back else None,
-                    fairness_key=fairness_key_for(call.workspace_id),
+                priority=priority_for(
+                    call.workspace_id, host=call.host, handed_back=call.handed_back
                 )
-                if call.host is not None
-                else Priority.default,
+                or Priority.default,
             )
         except RPCError as e:
             if e.status == RPCStatusCode.UNIMPLEMENTED:

@@ -41,23 +41,23 @@ from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, Telemetr
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.contract import (
+from fs_search.activities import (
     GLOB_ACTIVITY,
     GREP_ACTIVITY,
     READ_SPILL_ACTIVITY,
     TOOLS_ACTIVITY,
     ErrorCode,
+    FsSearchConfig,
     GlobRequest,
     GlobResult,
     GrepRequest,
     GrepResult,
     ReadSpillRequest,
     ReadSpillResult,
+    SearchError,
     ToolsRequest,
     ToolsResult,
 )
-from fs_search.activities.errors import SearchError
 from fs_search.activities.storage import local_storage
 from fs_search.worker._app import build_activities, maintenance, new_worker
 from fs_search.worker._binaries import require_binary

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from fs_search.activities.contract import (
+    from fs_search.activities import (
         ErrorCode,
         GlobRequest,
         GlobResult,

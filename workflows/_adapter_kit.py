@@ -27,8 +27,8 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from fs_search.activities.config import DISTRIBUTION
-    from fs_search.activities.contract import ToolResult, ToolSpec, ToolsResult
+    from fs_search.activities import DISTRIBUTION
+    from fs_search.workflows import ToolResult, ToolSpec, ToolsResult
     from fs_search.workflows._tools import FsSearchTools
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from fs_search.activities.contract import ErrorCode, ToolResult
+from fs_search.activities import ErrorCode, ToolResult
 
 # How deep a model's tool-call arguments may nest (objects and arrays): no tool schema needs
 # more, and deeper JSON makes decoders recurse (the OpenAI Agents SDK's own decoding fails the

@@ -14,8 +14,8 @@ from pydantic import BaseModel
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from fs_search.activities.budget import DEFAULT_SCHEDULE_TO_START
-    from fs_search.activities.contract import (
+    from fs_search.activities import (
+        DEFAULT_SCHEDULE_TO_START,
         DEFAULT_TIMEOUT_MS,
         ErrorCode,
         ToolResult,

@@ -20,7 +20,7 @@ from temporalio.converter import (
     PayloadConverter,
 )
 
-from fs_search.activities.config import (
+from fs_search.activities import (
     ConfigError,
     StorageSettings,
     endpoint_url_problem,

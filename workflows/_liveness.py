@@ -39,7 +39,7 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from fs_search.activities.contract import ErrorCode, ToolResult
+from fs_search.activities import ErrorCode, ToolResult
 from fs_search.workflows._task_queues import (
     DESCRIBES,
     LIVE_S,

@@ -29,34 +29,29 @@ from typing import Any, TypeVar
 
 from temporalio.client import ActivityFailureError, Client, WorkflowFailureError
 from temporalio.common import Priority, RetryPolicy
-from temporalio.exceptions import TimeoutError as TemporalTimeoutError
-from temporalio.exceptions import TimeoutType
 from temporalio.service import RPCError, RPCStatusCode
 
-from fs_search.activities.budget import (
+from fs_search.activities import (
     DEFAULT_HEARTBEAT_TIMEOUT,
     DEFAULT_QUEUE_TIMEOUT,
     DEFAULT_SCHEDULE_TO_START,
-    execution_timeout,
-    schedule_to_close_for,
-)
-from fs_search.activities.contract import (
     DEFAULT_TIMEOUT_MS,
     TOOL_ARGUMENTS,
+    Again,
+    CheckQueue,
     ErrorCode,
     ToolResult,
     ToolsResult,
+    Unserved,
+    after_check,
+    after_failure,
+    execution_timeout,
+    schedule_to_close_for,
 )
 from fs_search.workflows._call import CALL_WORKFLOW, CallInput, FsSearchCallWorkflow
-from fs_search.workflows._liveness import liveness_of, queue_liveness
+from fs_search.workflows._liveness import QueueLiveness, liveness_of, queue_liveness
 from fs_search.workflows._service import OPERATION_OF_ACTIVITY
-from fs_search.workflows._tools import (
-    FsSearchTools,
-    asked_pause,
-    handed_back,
-    map_failure,
-    pause_after_hand_back,
-)
+from fs_search.workflows._tools import FsSearchTools, map_failure
 
 log = logging.getLogger(__name__)
 _R = TypeVar("_R")
@@ -176,25 +171,25 @@ class FsSearchClient(FsSearchTools):
                 await asyncio.shield(self._cancel(handle))
                 raise
             except ActivityFailureError as e:
-                cause = e.cause
-                if handed_back(e):
-                    # Its workspace holds its share of the host queue: again, shortly.
-                    handed = True
+                waited = timedelta(seconds=time.monotonic() - first)
+                step = after_failure(e, waited=waited, queue_timeout=self.queue_timeout)
+                liveness = QueueLiveness(queue=self.task_queue, polled=True)  # a busy queue
+                if isinstance(step, CheckQueue):
+                    liveness = await liveness_of(self.client, self.task_queue)
                     waited = timedelta(seconds=time.monotonic() - first)
-                    pause = pause_after_hand_back(self.queue_timeout, waited, asked_pause(e))
-                    if pause is not None:
-                        await asyncio.sleep(pause.total_seconds())
-                        continue
-                if not (
-                    isinstance(cause, TemporalTimeoutError)
-                    and cause.type == TimeoutType.SCHEDULE_TO_START
-                ):
-                    return map_failure(cause, workspace_id=self.workspace_id, queue=self.task_queue)
-            liveness = await liveness_of(self.client, self.task_queue)
-            waited = timedelta(seconds=time.monotonic() - first)
-            if liveness.polled and waited < self.queue_timeout:
-                continue
-            return self._unserved(liveness, waited)
+                    step = after_check(
+                        liveness.polled, waited=waited, queue_timeout=self.queue_timeout
+                    )
+                if isinstance(step, Again):
+                    # Handed back (its workspace holds its share of the host queue): again,
+                    # shortly; or not taken by a busy worker: again at once.
+                    handed = handed or step.handed_back
+                    if step.pause:
+                        await asyncio.sleep(step.pause.total_seconds())
+                    continue
+                if isinstance(step, Unserved):
+                    return self._unserved(liveness, waited)
+                return map_failure(e.cause, workspace_id=self.workspace_id, queue=self.task_queue)
 
     async def _cancel_starting(self, starting: asyncio.Future[Any]) -> None:
         """Cancel an activity whose start was still in flight when the call was cancelled."""

@@ -11,7 +11,7 @@ UI's summary are the activity's own.
 
 The scheduling fields are what ``FsSearchTools`` would have scheduled the activity with; the
 handler bounds each of them (a caller in another namespace is not trusted with the search
-namespace's resources: :class:`~fs_search.activities.budget.BackingOptions`) and fills a
+namespace's resources: :class:`~fs_search.activities._budget.BackingOptions`) and fills a
 missing one with the same default. Pure: pydantic and nexusrpc only, importable from workflow
 code.
 """
@@ -23,7 +23,7 @@ import re
 import nexusrpc
 from pydantic import BaseModel, ConfigDict
 
-from fs_search.activities.contract import (
+from fs_search.activities import (
     GLOB_ACTIVITY,
     GREP_ACTIVITY,
     ID_SYNTAX,

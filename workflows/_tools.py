@@ -9,13 +9,12 @@ activity.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from datetime import timedelta
 from enum import Enum
 from typing import Any, TypeVar
 
 from temporalio import workflow
-from temporalio.common import Priority, RetryPolicy
+from temporalio.common import RetryPolicy
 from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
@@ -26,31 +25,25 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from fs_search.activities import results
-    from fs_search.activities.budget import (
+    from fs_search.activities import (
         DEFAULT_HEARTBEAT_TIMEOUT,
         DEFAULT_MAX_ATTEMPTS,
         DEFAULT_QUEUE_TIMEOUT,
         DEFAULT_SCHEDULE_TO_START,
-        MAX_ATTEMPTS,
-        NEXUS_MARGIN,
-        BackingOptions,
-        start_to_close_for,
-    )
-    from fs_search.activities.contract import (
         DEFAULT_TIMEOUT_MS,
         GLOB_ACTIVITY,
         GREP_ACTIVITY,
-        HANDED_BACK_PRIORITY,
-        MAX_HANDED_BACK_PAUSE,
+        MAX_ATTEMPTS,
         MAX_READ_SPILL_LINES,
-        MIN_HANDED_BACK_PAUSE,
+        NEXUS_MARGIN,
         NON_RETRYABLE_ERROR_TYPES,
         READ_SPILL_ACTIVITY,
         TOOL_ARGUMENTS,
         TOOLS_ACTIVITY,
-        WORKSPACE_BUSY,
+        Again,
         ArgumentProblem,
+        BackingOptions,
+        CheckQueue,
         ErrorCode,
         GlobArguments,
         GlobRequest,
@@ -64,11 +57,18 @@ with workflow.unsafe.imports_passed_through():
         ToolResult,
         ToolsRequest,
         ToolsResult,
-        fairness_key_for,
+        Unserved,
+        after_check,
+        after_failure,
+        failure_cause,
         host_queue_for,
+        priority_for,
+        results,
+        start_to_close_for,
+        summary_of,
         task_queue_for,
+        with_contract_codes,
     )
-    from fs_search.activities.summaries import summary_of
     from fs_search.workflows._arguments import object_arguments
     from fs_search.workflows._liveness import QUEUE_LIVENESS_ACTIVITY, QueueLiveness, unserved
     from fs_search.workflows._service import (
@@ -86,32 +86,10 @@ DEFAULT_RETRY_POLICY = RetryPolicy(
     maximum_attempts=DEFAULT_MAX_ATTEMPTS, non_retryable_error_types=NON_RETRYABLE_ERROR_TYPES
 )
 # The scheduling defaults and the start-to-close formula are the budget model's
-# (activities/budget.py), shared with the worker and the Nexus handler.
+# (activities/_budget.py), shared with the worker and the Nexus handler.
 LIVENESS_TIMEOUT = timedelta(seconds=15)
-# How long a call a host queue handed back (WORKSPACE_BUSY: its workspace held its share of
-# the host) waits before it is scheduled again: the pause the host asks for (it spaces a
-# workspace's handed-back calls), within MIN_HANDED_BACK_PAUSE and MAX_HANDED_BACK_PAUSE (the
-# contract's, which the host keeps to as well); this one when it asks for none.
-HANDED_BACK_PAUSE = timedelta(seconds=2)
-
-
-def with_contract_codes(policy: RetryPolicy) -> RetryPolicy:
-    """``policy`` with the contract's codes and PayloadsTooLarge added as non-retryable.
-
-    A caller's own policy is merged, not trusted to list them: a contract error retried
-    would only fail again. WORKSPACE_BUSY is not among them: a host queue marks a hand-back
-    retryable when the server should bring the call back (after the pause it asks, on the
-    call's first attempts), and non-retryable when the caller should (then the call is
-    scheduled again behind other workspaces' calls, :data:`HANDED_BACK_PRIORITY`). Its
-    server retries count as attempts of ``policy``: a call handed back twice has one
-    attempt left for a worker that dies under it, and one whose attempts run out on
-    hand-backs comes back to the caller the same way.
-    """
-    own = list(policy.non_retryable_error_types or [])
-    missing = [t for t in NON_RETRYABLE_ERROR_TYPES if t not in own]
-    if not missing:
-        return policy
-    return dataclasses.replace(policy, non_retryable_error_types=own + missing)
+# A call's attempts (the hand-back rule, what each failure leads to, its priority and
+# retry codes) are decided by one pure policy for every route: activities/_attempts.py.
 
 
 class FsSearchTools:
@@ -204,7 +182,7 @@ class FsSearchTools:
     ) -> workflow.ActivityConfig:
         """The options every call is scheduled with (``queue_left``: what remains of the
         queueing budget, default all of it; ``handed_back``: a host queue handed the call
-        back, and it is scheduled again at :data:`HANDED_BACK_PRIORITY`)."""
+        back, and it is scheduled again behind others' calls: ``priority_for``)."""
         left = self.queue_timeout if queue_left is None else max(queue_left, timedelta(0))
         start_to_close = self.start_to_close_timeout or start_to_close_for(left, self.timeout_ms)
         config = workflow.ActivityConfig(
@@ -217,14 +195,9 @@ class FsSearchTools:
         )
         if summary:
             config["summary"] = summary
-        if self.host is not None:
-            # One host queue serves many workspaces: a server with task-queue fairness
-            # dispatches them round-robin (the priority itself stays the workflow's, but for
-            # a call handed back, which waits behind every new one).
-            config["priority"] = Priority(
-                priority_key=HANDED_BACK_PRIORITY if handed_back else None,
-                fairness_key=fairness_key_for(self.workspace_id),
-            )
+        priority = priority_for(self.workspace_id, host=self.host, handed_back=handed_back)
+        if priority is not None:
+            config["priority"] = priority
         return config
 
     # --- model tool calls ------------------------------------------------------------
@@ -412,26 +385,27 @@ class FsSearchTools:
             except (ActivityError, asyncio.CancelledError) as e:
                 if _workflow_cancelled():
                     raise
-                if handed_back(e):
-                    # Its workspace holds its share of the host: wait off the queue a moment
-                    # (a flood's calls cycling through the queue would delay everyone's).
-                    handed = True
-                    pause = pause_after_hand_back(
-                        self.queue_timeout, workflow.now() - first, asked_pause(e)
+                step = after_failure(
+                    e, waited=workflow.now() - first, queue_timeout=self.queue_timeout
+                )
+                liveness = QueueLiveness(queue=self.task_queue, polled=True)  # a busy queue
+                if isinstance(step, CheckQueue):
+                    liveness = await self._liveness()
+                    step = after_check(
+                        liveness.polled,
+                        waited=workflow.now() - first,
+                        queue_timeout=self.queue_timeout,
                     )
-                    if pause is not None:
-                        await workflow.sleep(pause)
-                        continue
-                    return self._unserved(
-                        QueueLiveness(queue=self.task_queue, polled=True), self.queue_timeout
-                    )
-                if not _not_picked_up(e):
-                    return map_failure(e, workspace_id=self.workspace_id, queue=self.task_queue)
-            liveness = await self._liveness()
-            waited = workflow.now() - first
-            if liveness.polled and waited < self.queue_timeout:
-                continue
-            return self._unserved(liveness, waited)
+                if isinstance(step, Again):
+                    # Handed back: its workspace holds its share of the host; off the queue a
+                    # moment (a flood's calls cycling through the queue would delay everyone's).
+                    handed = handed or step.handed_back
+                    if step.pause:
+                        await workflow.sleep(step.pause)
+                    continue
+                if isinstance(step, Unserved):
+                    return self._unserved(liveness, workflow.now() - first)
+                return map_failure(e, workspace_id=self.workspace_id, queue=self.task_queue)
 
     async def _execute_nexus(
         self, activity_name: str, arg: object, result_type: type[_R], summary: str
@@ -469,23 +443,22 @@ class FsSearchTools:
             except (NexusOperationError, asyncio.CancelledError) as e:
                 if _workflow_cancelled():
                     raise
-                if handed_back(e):
-                    # As on the activity route: off the queue a moment, then again.
-                    handed = True
-                    pause = pause_after_hand_back(
-                        self.queue_timeout, workflow.now() - first, asked_pause(e)
-                    )
-                    if pause is not None:
-                        await workflow.sleep(pause)
-                        check = False
-                        continue
-                if not _not_picked_up(e):
-                    return map_failure(e, workspace_id=self.workspace_id, queue=call.task_queue())
-            waited = workflow.now() - first
-            if waited >= self.queue_timeout:
-                busy = QueueLiveness(queue=call.task_queue(), polled=True)
-                return self._unserved(busy, waited)
-            check = True
+                waited = workflow.now() - first
+                step = after_failure(e, waited=waited, queue_timeout=self.queue_timeout)
+                if isinstance(step, CheckQueue):
+                    # The handler checks the queue: sent again with check_queue, it fails
+                    # the call at once when nothing polls it.
+                    step = after_check(True, waited=waited, queue_timeout=self.queue_timeout)
+                if isinstance(step, Again):
+                    handed = handed or step.handed_back
+                    check = step.check_queue
+                    if step.pause:
+                        await workflow.sleep(step.pause)
+                    continue
+                if isinstance(step, Unserved):
+                    busy = QueueLiveness(queue=call.task_queue(), polled=True)
+                    return self._unserved(busy, waited)
+                return map_failure(e, workspace_id=self.workspace_id, queue=call.task_queue())
 
     def _service_call(
         self, activity_name: str, arg: object, *, queue_left: timedelta | None = None
@@ -536,40 +509,6 @@ class FsSearchTools:
         )
 
 
-def _not_picked_up(error: BaseException) -> bool:
-    """Whether a call failed because no worker took it within schedule-to-start."""
-    if not isinstance(error, ActivityError | NexusOperationError):
-        return False
-    cause = failure_cause(error)
-    return isinstance(cause, TimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START
-
-
-def failure_cause(error: BaseException) -> BaseException:
-    """What a failed call says happened, past the wrappers around it: an activity's
-    ``ActivityError``, a Nexus operation's ``NexusOperationError``, the handler's
-    ``HandlerError`` or ``OperationError`` around the error it raised, and a standalone
-    activity's ``ActivityFailureError``."""
-    seen = error
-    for _ in range(8):  # a chain is a few links long; never loop on a cycle
-        inner: BaseException | None
-        if isinstance(seen, ActivityError | NexusOperationError):
-            inner = seen.cause
-        elif type(seen).__name__ in ("HandlerError", "ActivityFailureError"):
-            inner = getattr(seen, "cause", None) or seen.__cause__
-        elif (
-            isinstance(seen, ApplicationError)
-            and seen.type == "OperationError"
-            and seen.cause is not None
-        ):
-            inner = seen.cause
-        else:
-            break
-        if inner is None:
-            break
-        seen = inner
-    return seen
-
-
 def _nexus_cancellation(
     kind: workflow.ActivityCancellationType,
 ) -> workflow.NexusOperationCancellationType:
@@ -584,36 +523,6 @@ def _nexus_cancellation(
 
 def _ms(span: timedelta | None) -> int | None:
     return None if span is None else int(span.total_seconds() * 1000)
-
-
-def handed_back(error: BaseException) -> bool:
-    """Whether a host queue handed the call back: its workspace held its share of the host."""
-    cause = failure_cause(error)
-    return isinstance(cause, ApplicationError) and cause.type == WORKSPACE_BUSY
-
-
-def pause_after_hand_back(
-    queue_timeout: timedelta, waited: timedelta, asked: timedelta | None = None
-) -> timedelta | None:
-    """How long a handed-back call waits before it is scheduled again: the pause the host
-    ``asked`` for (between :data:`MIN_HANDED_BACK_PAUSE` and :data:`MAX_HANDED_BACK_PAUSE`;
-    :data:`HANDED_BACK_PAUSE` when it asked none), at most what is left of the queueing
-    budget; None when nothing is left.
-
-    The host spaces a workspace's handed-back calls so that they come back about as often as
-    its calls end (``worker/_return_spacing.py``): a flood's calls cycle through the host
-    queue as often as the host can take them, not every pause each."""
-    left = queue_timeout - waited
-    if left <= timedelta(0):
-        return None
-    pause = HANDED_BACK_PAUSE if asked is None else asked
-    return min(max(pause, MIN_HANDED_BACK_PAUSE), MAX_HANDED_BACK_PAUSE, left)
-
-
-def asked_pause(error: BaseException) -> timedelta | None:
-    """The pause a host asked a handed-back call to wait (its failure's next retry delay)."""
-    cause = failure_cause(error)
-    return cause.next_retry_delay if isinstance(cause, ApplicationError) else None
 
 
 def _workflow_cancelled() -> bool:

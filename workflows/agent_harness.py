@@ -50,7 +50,8 @@ except ModuleNotFoundError as e:
     raise missing_extra(e, adapter=__name__, extra="agent-harness") from e
 
 with workflow.unsafe.imports_passed_through():
-    from fs_search.activities.contract import TOOL_ARGUMENTS, ToolSpec, ToolsResult
+    from fs_search.activities import TOOL_ARGUMENTS
+    from fs_search.workflows import ToolSpec, ToolsResult
     from fs_search.workflows import _adapter_kit as kit
     from fs_search.workflows._adapter_kit import call_text, offered_specs
     from fs_search.workflows._tools import FsSearchTools

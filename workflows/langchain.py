@@ -51,8 +51,7 @@ except ModuleNotFoundError as e:
     raise missing_extra(e, adapter=__name__, extra="langgraph") from e
 
 with workflow.unsafe.imports_passed_through():
-    from fs_search.workflows import ToolSpec as CatalogueEntry
-    from fs_search.workflows import ToolsResult
+    from fs_search.workflows import ToolSpec, ToolsResult
     from fs_search.workflows import _adapter_kit as kit
     from fs_search.workflows._adapter_kit import call_tool, offered_specs, raise_if_unserved
     from fs_search.workflows._tools import FsSearchTools
@@ -104,7 +103,7 @@ def from_context(context: SearchContext) -> tuple[FsSearchTools, ToolsResult]:
     return tools, ToolsResult.model_validate(context["catalogue"])
 
 
-def _tool(tools: FsSearchTools, catalogue: ToolsResult, entry: CatalogueEntry) -> BaseTool:
+def _tool(tools: FsSearchTools, catalogue: ToolsResult, entry: ToolSpec) -> BaseTool:
     name = entry.name
 
     async def run(**arguments: Any) -> str:

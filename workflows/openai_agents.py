@@ -55,7 +55,7 @@ except ModuleNotFoundError as e:
     raise missing_extra(e, adapter=__name__, extra="openai-agents") from e
 
 with workflow.unsafe.imports_passed_through():
-    from fs_search.activities.contract import ToolResult, ToolSpec, ToolsResult
+    from fs_search.workflows import ToolResult, ToolSpec, ToolsResult
     from fs_search.workflows import _adapter_kit as kit
     from fs_search.workflows._adapter_kit import call_text, offered_specs
     from fs_search.workflows._arguments import (

@@ -42,14 +42,14 @@ with workflow.unsafe.imports_passed_through():
 
 try:
     import strands  # noqa: F401  (named first: a missing extra reads "strands")
+    from strands.types import tools as strands_tools
     from strands.types._events import ToolResultEvent
-    from strands.types.tools import AgentTool, ToolGenerator, ToolResult, ToolSpec, ToolUse
+    from strands.types.tools import AgentTool, ToolGenerator, ToolUse
 except ModuleNotFoundError as e:
     raise missing_extra(e, adapter=__name__, extra="strands") from e
 
 with workflow.unsafe.imports_passed_through():
-    from fs_search.workflows import ToolSpec as CatalogueEntry
-    from fs_search.workflows import ToolsResult
+    from fs_search.workflows import ToolSpec, ToolsResult
     from fs_search.workflows import _adapter_kit as kit
     from fs_search.workflows._adapter_kit import call_tool, offered_specs
     from fs_search.workflows._tools import FsSearchTools
@@ -59,7 +59,7 @@ class FsSearchAgentTool(AgentTool):
     """One catalogue entry as a Strands tool: its spec as the catalogue says, run in the
     workflow through ``FsSearchTools.call``."""
 
-    def __init__(self, tools: FsSearchTools, catalogue: ToolsResult, entry: CatalogueEntry) -> None:
+    def __init__(self, tools: FsSearchTools, catalogue: ToolsResult, entry: ToolSpec) -> None:
         super().__init__()
         self._tools = tools
         self._catalogue = catalogue
@@ -70,7 +70,7 @@ class FsSearchAgentTool(AgentTool):
         return self._entry.name
 
     @property
-    def tool_spec(self) -> ToolSpec:
+    def tool_spec(self) -> strands_tools.ToolSpec:
         # A copy each time: Strands and model providers may edit the spec they are given.
         return {
             "name": self._entry.name,
@@ -92,7 +92,7 @@ class FsSearchAgentTool(AgentTool):
             self._tools, self.tool_name, tool_use.get("input"), catalogue=self._catalogue
         )
         yield ToolResultEvent(
-            ToolResult(
+            strands_tools.ToolResult(
                 toolUseId=tool_use["toolUseId"],
                 status="error" if result.error is not None else "success",
                 content=[{"text": result.text}],

@@ -15,7 +15,12 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from fs_search.activities.results._digest import GlobDigest, GrepDigest, glob, grep
+from fs_search.activities.results._digest import (
+    GlobDigest,
+    GrepDigest,
+    digest_glob,
+    digest_grep,
+)
 from fs_search.activities.results._paging import Pager, line_count
 from fs_search.activities.results._parse import MalformedOutput, ends_with_summary
 from fs_search.activities.results._text import (
@@ -52,10 +57,10 @@ __all__ = [
     "Pager",
     "SpillNote",
     "default_processes",
+    "digest_glob",
+    "digest_grep",
     "ends_with_summary",
-    "glob",
     "glob_text",
-    "grep",
     "grep_text",
     "line_count",
     "one_line",

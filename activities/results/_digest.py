@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from fs_search.activities.contract import GrepMatch
+from fs_search.activities._contract import GrepMatch
+from fs_search.activities._workspace import SearchTarget
 from fs_search.activities.results import _glob_artifact as glob_artifact
 from fs_search.activities.results import _glob_names as glob_names
 from fs_search.activities.results import _parse as parse
 from fs_search.activities.results import _text as render
 from fs_search.activities.results._parse import FileLines
-from fs_search.activities.workspace import SearchTarget
 
 
 @dataclass(frozen=True)
@@ -152,13 +152,13 @@ def grep_part(
 ) -> GrepPart:
     """Parse a later part of an ``rg --json`` output (cut at a line end) on its own, and
     render its artifact blocks when an artifact is asked: a helper's share of a large
-    output, merged by :func:`grep` (``rest``). Takes :func:`grep`'s arguments."""
+    output, merged by :func:`digest_grep` (``rest``). Takes :func:`digest_grep`'s arguments."""
     del target, max_line_bytes  # the head applies them to the whole
     stream = parse.parse_chunks(chunks)
     return _part(stream.files, stream.total, cap=cap, every=every, blocks=artifact)
 
 
-def grep(
+def digest_grep(
     chunks: list[bytes],
     target: SearchTarget,
     *,
@@ -231,7 +231,7 @@ class GlobDigest:
         return sum(len(p) + _PATH_JSON for p in self.every or []) + len(text)
 
 
-def glob(
+def digest_glob(
     chunks: list[bytes],
     target: SearchTarget,
     *,

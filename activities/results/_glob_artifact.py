@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 
+from fs_search.activities._workspace import SearchTarget
 from fs_search.activities.results import _glob_names as glob_names
 from fs_search.activities.results import _text as render
-from fs_search.activities.workspace import SearchTarget
 
 # A name starting "./" (after the first): a regex finds a two-byte pattern starting with
 # NUL several times faster than ``in``, as NUL ends every name.

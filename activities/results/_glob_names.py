@@ -12,9 +12,9 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 
+from fs_search.activities._workspace import SearchTarget
 from fs_search.activities.results import _glob_sample as glob_sample
 from fs_search.activities.results import _text as render
-from fs_search.activities.workspace import SearchTarget
 
 # One name of ``rg --null`` output: its top-level directory with the '/' (captured) when it
 # has one; a name with no '/' is a file directly under the search root (captures b"").

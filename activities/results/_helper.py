@@ -43,11 +43,11 @@ def job_name(job: Callable[..., Any]) -> str:
 # 20 MB), which a helper did not speed up under concurrency while holding the output and
 # its artifact several times over to ship them; any job not here runs in a thread.
 JOBS: dict[str, Callable[..., Any]] = {
-    job_name(job): job for job in (digest.grep, digest.grep_part, modified.times)
+    job_name(job): job for job in (digest.digest_grep, digest.grep_part, modified.times)
 }
 # Jobs whose output may be split when one runs alone: the job's remainder-parsing part, run
 # in a helper while the job parses the head in a thread (the job's ``rest`` argument).
-SPLITS: dict[str, Callable[..., Any]] = {job_name(digest.grep): digest.grep_part}
+SPLITS: dict[str, Callable[..., Any]] = {job_name(digest.digest_grep): digest.grep_part}
 
 
 def frame(value: object) -> bytes:

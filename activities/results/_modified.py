@@ -9,7 +9,7 @@ listing at a time: :mod:`._modified_order`), and the names are sorted stably by 
 same order, sooner.
 
 The times are read beneath the search root's held descriptor, never by a name from ``/``:
-each directory of the listing is opened with :func:`~fs_search.activities.held_root.
+each directory of the listing is opened with :func:`~fs_search.activities._held_root.
 open_beneath` (no symlink followed, nothing outside the tree), and each file is
 ``lstat``-ed in it. rg lists no symlink (it follows none), so an ``lstat`` reads what rg's
 sort reads; a directory swapped for a symlink since the walk cannot be opened, and its
@@ -24,7 +24,7 @@ from __future__ import annotations
 import array
 import os
 
-from fs_search.activities.held_root import open_beneath
+from fs_search.activities._held_root import open_beneath
 
 # The time of a file that cannot be read: after every real time, as rg sorts them.
 UNREADABLE = 2**63 - 1

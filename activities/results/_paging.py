@@ -6,7 +6,7 @@ save hint gives and read_spill's ``total_lines`` agree.
 
 from __future__ import annotations
 
-from fs_search.activities.contract import ReadSpillResult
+from fs_search.activities._contract import ReadSpillResult
 from fs_search.activities.results._text import LINE_TRUNCATED
 
 # A page of read_spill never carries more than this much text, whatever the limit.
@@ -114,10 +114,3 @@ class Pager:
         cut = line.encode("utf-8", "surrogatepass")[: max(room - 20, 0)]
         self.kept.append(cut.decode("utf-8", "ignore") + TRUNCATED)
         self.stop = self.lines + 1
-
-
-def page_of(text: str, *, locator: str, offset: int, limit: int) -> ReadSpillResult:
-    """Lines ``offset`` .. ``offset+limit`` of an artifact, at most MAX_PAGE_BYTES of text."""
-    pager = Pager(offset=offset, limit=limit)
-    pager.feed(text.encode("utf-8", "surrogatepass"))
-    return pager.result(locator)

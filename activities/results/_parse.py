@@ -207,13 +207,6 @@ class GrepStream:
         if self._tail:
             self.feed(b"\n")
 
-    def by_path(self) -> list[tuple[str, FileLines]]:
-        """Every file's matches, files ordered by path (component-wise), lines by number."""
-        ordered = sorted(self.files.items(), key=lambda item: path_order(item[0]))
-        for _, lines in ordered:
-            lines.sort()  # already in order from rg: a linear pass
-        return ordered
-
 
 def ends_with_summary(chunks: list[bytes]) -> bool:
     """Whether ``rg --json`` output ends with its closing summary message (rg finished)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fs_search.activities.contract import ReadSpillResult
+from fs_search.activities._contract import ReadSpillResult
 from fs_search.activities.results._parse import FileLines
 
 NO_FILES = "No files found"
@@ -165,11 +165,6 @@ def grouped(lines: Sequence[Line]) -> str:
         mark = f" {LINE_TRUNCATED}" if line.truncated else ""
         out.append(f"  Line {line.line_number}: {one_line(line.text)}{mark}")
     return "\n".join(out)
-
-
-def grep_artifact(files: Sequence[tuple[str, FileLines]]) -> str:
-    """The spill artifact of a grep: every match with its full line, grouped by file."""
-    return grep_artifact_of_blocks([(path, grep_artifact_block(lines)) for path, lines in files])
 
 
 def grep_artifact_block(lines: FileLines) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fs_search.activities.workspace import VCS_DIRS
+from fs_search.activities._workspace import VCS_DIRS
 
 # Results never depend on the host's rg config file or global gitignore.
 _ISOLATION = ("--no-config", "--no-ignore-global")
@@ -12,7 +12,7 @@ _ISOLATION = ("--no-config", "--no-ignore-global")
 # rg lets the later of several matching globs win, so `**` cannot re-include them.
 _VCS_EXCLUSIONS = tuple(f"--glob=!{name}" for name in VCS_DIRS)
 
-# Argument checks belong to the request models (contract.py: ``req.check()``, which the
+# Argument checks belong to the request models (_contract.py: ``req.check()``, which the
 # activity runs first): the argv builders get accepted values only.
 
 
@@ -45,7 +45,7 @@ class IgnoreFiles:
     apply (a file is hidden or shown the same whatever the search root: docs/security.md), those
     above the workspace must not. rg has no flag to stop at a given directory; what keeps
     it from reading above the workspace is the kernel sandbox (or, without one, the
-    worker's check that nothing up there could apply: :mod:`fs_search.activities.ignore_files`).
+    worker's check that nothing up there could apply: :mod:`fs_search.activities._ignore_files`).
 
     Attributes:
         parents: apply the ignore files of the directories above the search root (False:

@@ -16,10 +16,10 @@ from typing import Protocol
 
 from opentelemetry import trace
 
-from fs_search.activities.contract import ErrorCode
-from fs_search.activities.errors import SearchError
-from fs_search.activities.held_root import HeldRoot
-from fs_search.activities.progress import Progress
+from fs_search.activities._contract import ErrorCode
+from fs_search.activities._errors import SearchError
+from fs_search.activities._held_root import HeldRoot
+from fs_search.activities._progress import Progress
 from fs_search.activities.rg._fifo_watch import watch_fifos
 from fs_search.activities.rg._fork_client import Failure, Forked, ForkError, ForkServerClient
 from fs_search.activities.rg._running_slots import RunningSlots

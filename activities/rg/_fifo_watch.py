@@ -27,7 +27,7 @@ import signal
 import stat
 from collections.abc import Iterator, Mapping
 
-from fs_search.activities.held_root import HeldRoot, Missing, Outside, Unresolvable
+from fs_search.activities._held_root import HeldRoot, Missing, Outside, Unresolvable
 
 log = logging.getLogger(__name__)
 

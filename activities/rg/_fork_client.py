@@ -31,8 +31,8 @@ import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from fs_search.activities._shown import escaped
 from fs_search.activities.rg._sandbox import FORK_CHILD, Sandbox
-from fs_search.activities.shown import escaped
 
 log = logging.getLogger(__name__)
 

@@ -36,7 +36,7 @@ the server and one of every rg the server starts (sent to it as each starts). Th
 server has exited it kills every rg still running, through those pidfds, and exits. rg has
 no parent-death signal (``posix_spawn`` cannot set one, and rg's parent is a thread that
 ends at once); a fork and exec that could set it cost ~3 ms of CPU more per search than
-``posix_spawn`` (measured: docs/performance-notes.md), the guard a message per search.
+``posix_spawn`` (measured: docs/performance-journal.md), the guard a message per search.
 
 Options (besides the three above): ``--memory-mb N``, ``--landlock-abi N`` and ``--file
 PATH`` (repeated): the sandbox's settings.

@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-from fs_search.activities.contract import ErrorCode
-from fs_search.activities.errors import SearchError
+from fs_search.activities._contract import ErrorCode
+from fs_search.activities._errors import SearchError
 from fs_search.activities.rg._command import GrepArgvs
 from fs_search.activities.rg._executor import RgRun
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import logging
 import re
 
-from fs_search.activities.contract import ErrorCode
-from fs_search.activities.errors import SearchError
-from fs_search.activities.held_root import empty_root
+from fs_search.activities._contract import ErrorCode
+from fs_search.activities._errors import SearchError
+from fs_search.activities._held_root import empty_root
 from fs_search.activities.rg._executor import Executor, RgRun, is_abort
 
 log = logging.getLogger(__name__)

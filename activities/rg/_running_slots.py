@@ -42,10 +42,6 @@ class RunningSlots:
             return len(self._waiting.get(key, ()))
         return sum(len(q) for q in self._waiting.values())
 
-    def running_for(self, key: str) -> int:
-        """Searches ``key`` runs now."""
-        return self._running[key]
-
     def busy(self, key: str) -> bool:
         """Whether a call of ``key`` arriving now would wait."""
         return (

@@ -9,7 +9,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Literal
 
-from fs_search.activities.config import ConfigError
+from fs_search.activities._config import ConfigError
 from fs_search.activities.rg._elf_loader import LoaderUnknown, loader_files
 from fs_search.activities.rg._fork_child import landlock_abi
 

@@ -5,7 +5,9 @@ the backend chosen from the URL in one place (``_storage``); the S3 backend's mo
 only when a URL needs them (aioboto3 takes half a second to import). Private behind this
 front: the backends (``_files``, ``_s3``, ``_s3_client``), artifact keys and locators
 (``_keys``), a workspace's spills (``_spills``: saved, never failing a search) and a large
-result's payload within the call's time (``_payloads``: the room check, the upload).
+result's payload within the call's time (``_payloads``: the upload; the room check is the
+seam's, ``_storage``). The seam points one way: ``_storage`` → the backends → ``_payloads``,
+``_keys``.
 """
 
 from __future__ import annotations
@@ -15,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 from fs_search.activities.storage._files import FileSpillStore, LocalDirectoryDriver
 from fs_search.activities.storage._keys import SpillFailed, SpillKey, directory_owner
-from fs_search.activities.storage._payloads import check_payload_room
 from fs_search.activities.storage._spills import Spills, spill_workspace
 from fs_search.activities.storage._storage import (
     DEFAULT_PAYLOAD_THRESHOLD,
     PayloadDriver,
     SpillStore,
     Storage,
+    check_payload_room,
     local_storage,
     open_storage,
     storage_for,

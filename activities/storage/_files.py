@@ -1,7 +1,7 @@
 """The ``file://`` backend: artifacts the model opens with its read tool, payloads as files.
 
 Both live in one directory on the worker's host: artifacts under ``<dir>/<key>``
-(``<workspace>/<workflow id>/<run id>/<activity id>.<tool>.txt``, see ``keys.py``), Temporal
+(``<workspace>/<workflow id>/<run id>/<activity id>.<tool>.txt``, see :mod:`._keys`), Temporal
 payloads under ``<dir>/payloads/<sha256>.payload``. Payload files are single-host: a caller
 elsewhere cannot read them (the embedded CLI and tests share the filesystem).
 """
@@ -28,9 +28,9 @@ from temporalio.converter import (
     StorageDriverStoreContext,
 )
 
-from fs_search.activities.config import DEFAULT_SPILL_TTL_HOURS
-from fs_search.activities.contract import ErrorCode, ReadSpillResult, SpillRef
-from fs_search.activities.errors import SearchError
+from fs_search.activities._config import DEFAULT_SPILL_TTL_HOURS
+from fs_search.activities._contract import ErrorCode, ReadSpillResult, SpillRef
+from fs_search.activities._errors import SearchError
 from fs_search.activities.results import Pager, line_count
 from fs_search.activities.storage._keys import (
     SpillFailed,

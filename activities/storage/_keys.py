@@ -8,8 +8,8 @@ import string
 from dataclasses import dataclass, field
 from urllib.parse import unquote_to_bytes
 
-from fs_search.activities.contract import ErrorCode
-from fs_search.activities.errors import SearchError, invalid_argument
+from fs_search.activities._contract import ErrorCode
+from fs_search.activities._errors import SearchError, invalid_argument
 
 _SAFE = frozenset(string.ascii_letters + string.digits + "-_")
 _SEGMENT = re.compile(r"(?:[A-Za-z0-9_-]|%[0-9A-F]{2})+")

@@ -1,7 +1,7 @@
-"""A large result's payload within the call's time: the payload store checked for room before
-the activity returns (:func:`check_payload_room`), and the upload after it
-(:func:`storing_payload`), both bounded, failing as the contract's one non-retryable
-SEARCH_FAILED in plain words.
+"""A large result's payload within the call's time: the upload after the activity returned
+(:func:`storing_payload`), bounded, failing as the contract's one non-retryable SEARCH_FAILED in
+plain words; and the words and the budget the room check before it shares
+(``_storage.check_payload_room``). Below the seam: the backends use it, it uses no store.
 
 A large ``spill: false`` result is stored by Temporal's payload encoding *after* the
 activity function returned, still inside the activity's task (its ``activity.info()`` is
@@ -19,22 +19,17 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from temporalio import activity
 
-from fs_search.activities.budget import (
+from fs_search.activities._budget import (
     RETURN_MARGIN_S,
-    SAVE_MARGIN_S,
-    SAVE_TIMEOUT_S,
     window_s,
 )
-from fs_search.activities.contract import ErrorCode
-from fs_search.activities.errors import SearchError
-from fs_search.activities.progress import Progress, time_left
-
-if TYPE_CHECKING:  # the backends import this module, and _storage imports them
-    from fs_search.activities.storage._storage import Storage
+from fs_search.activities._contract import ErrorCode
+from fs_search.activities._errors import SearchError
+from fs_search.activities._progress import time_left
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -116,42 +111,3 @@ async def storing_payload(store: Callable[[], Awaitable[T]], *, size: int, where
             cause,
         )
         raise payload_failure(size, reason).to_application_error() from None
-
-
-async def check_payload_room(storage: Storage, estimate: int, progress: Progress) -> None:
-    """Fail once, clearly, when a large result would need a store that is down or full.
-
-    A result over the payload threshold crosses Temporal through external storage; if
-    that store is unreachable or has no room for it, the SDK's upload would fail after
-    the activity returned. The check is bounded like a spill; with no time left for it,
-    the upload itself is bounded by the attempt and fails as clearly
-    (:func:`storing_payload`). The call's budget end is kept for that
-    upload, which runs after the activity returned.
-    """
-    ends = progress.budget_ends()
-    keep_budget(ends)
-    if estimate < storage.payload_threshold:
-        return
-    payloads = storage.payload_store
-    limit = window_s(
-        time_left(),
-        cap_s=SAVE_TIMEOUT_S,
-        margin_s=SAVE_MARGIN_S,
-        budget_left_s=budget_left(ends),
-    )
-    if limit <= 0:
-        return
-    try:
-        async with asyncio.timeout(limit):
-            await payloads.check(estimate)
-    except asyncio.CancelledError:
-        raise
-    except Exception as e:  # noqa: BLE001
-        log.warning(
-            "payload store %s cannot take a result of about %d bytes: %s: %s",
-            payloads.describe(),
-            estimate,
-            type(e).__name__,
-            e,
-        )
-        raise payload_failure(estimate, reason_of(e)) from e

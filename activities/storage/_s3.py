@@ -14,8 +14,8 @@ from temporalio.api.common.v1 import Payload
 from temporalio.contrib.aws.s3driver import S3StorageDriver
 from temporalio.converter import StorageDriverClaim, StorageDriverStoreContext
 
-from fs_search.activities.contract import ErrorCode, ReadSpillResult, SpillRef
-from fs_search.activities.errors import SearchError
+from fs_search.activities._contract import ErrorCode, ReadSpillResult, SpillRef
+from fs_search.activities._errors import SearchError
 from fs_search.activities.results import Pager, line_count
 from fs_search.activities.storage._files import READ_BLOCK_BYTES
 from fs_search.activities.storage._keys import (

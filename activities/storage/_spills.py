@@ -12,13 +12,13 @@ import socket
 from opentelemetry.trace import Status, StatusCode
 
 from fs_search.activities import results
-from fs_search.activities.budget import SAVE_MARGIN_S, SAVE_TIMEOUT_S, window_s
-from fs_search.activities.contract import SpillRef
-from fs_search.activities.progress import Progress, time_left
+from fs_search.activities._budget import SAVE_MARGIN_S, SAVE_TIMEOUT_S, window_s
+from fs_search.activities._contract import SpillRef
+from fs_search.activities._progress import Progress, time_left
+from fs_search.activities._telemetry import SearchTelemetry
 from fs_search.activities.storage._keys import UNNAMED_WORKSPACE, SpillFailed, spill_key
 from fs_search.activities.storage._payloads import budget_left
 from fs_search.activities.storage._storage import Storage
-from fs_search.activities.telemetry import SearchTelemetry
 
 log = logging.getLogger(__name__)
 

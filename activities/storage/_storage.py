@@ -14,6 +14,8 @@ Workers open a :class:`Storage` (both halves); callers need only its payload hal
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,7 +29,8 @@ from temporalio.converter import (
     StorageDriverStoreContext,
 )
 
-from fs_search.activities.config import (
+from fs_search.activities._budget import SAVE_MARGIN_S, SAVE_TIMEOUT_S, window_s
+from fs_search.activities._config import (
     DEFAULT_PAYLOAD_THRESHOLD,
     DEFAULT_SPILL_TTL_HOURS,
     S3_ENDPOINT_URL_ENV,
@@ -37,13 +40,22 @@ from fs_search.activities.config import (
     endpoint_url_problem,
     spill_url_problem,
 )
-from fs_search.activities.contract import ReadSpillResult, SpillRef
+from fs_search.activities._contract import ReadSpillResult, SpillRef
+from fs_search.activities._progress import Progress, time_left
 from fs_search.activities.storage._files import (
     FileSpillStore,
     LocalDirectoryDriver,
     default_spill_dir,
 )
 from fs_search.activities.storage._keys import SpillKey
+from fs_search.activities.storage._payloads import (
+    budget_left,
+    keep_budget,
+    payload_failure,
+    reason_of,
+)
+
+log = logging.getLogger(__name__)
 
 # An artifact as the digests make it: text, or (built in place, large) its UTF-8 bytes.
 Artifact = str | bytes | bytearray
@@ -235,3 +247,42 @@ def local_storage(
     """``file://`` storage in ``directory``: artifacts there, payloads in ``payloads/``."""
     files = FileSpillStore(directory, ttl_hours=ttl_hours)
     return Storage.beside(files, payload_threshold=payload_threshold)
+
+
+async def check_payload_room(storage: Storage, estimate: int, progress: Progress) -> None:
+    """Fail once, clearly, when a large result would need a store that is down or full.
+
+    A result over the payload threshold crosses Temporal through external storage; if
+    that store is unreachable or has no room for it, the SDK's upload would fail after
+    the activity returned. The check is bounded like a spill; with no time left for it,
+    the upload itself is bounded by the attempt and fails as clearly
+    (:func:`storing_payload`). The call's budget end is kept for that
+    upload, which runs after the activity returned.
+    """
+    ends = progress.budget_ends()
+    keep_budget(ends)
+    if estimate < storage.payload_threshold:
+        return
+    payloads = storage.payload_store
+    limit = window_s(
+        time_left(),
+        cap_s=SAVE_TIMEOUT_S,
+        margin_s=SAVE_MARGIN_S,
+        budget_left_s=budget_left(ends),
+    )
+    if limit <= 0:
+        return
+    try:
+        async with asyncio.timeout(limit):
+            await payloads.check(estimate)
+    except asyncio.CancelledError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        log.warning(
+            "payload store %s cannot take a result of about %d bytes: %s: %s",
+            payloads.describe(),
+            estimate,
+            type(e).__name__,
+            e,
+        )
+        raise payload_failure(estimate, reason_of(e)) from e

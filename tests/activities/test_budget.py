@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from fs_search.activities.budget import (
+from fs_search.activities._budget import (
     DEFAULT_QUEUE_TIMEOUT,
     RESERVE,
     RETRY_MARGIN,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fs_search.activities.catalogue import input_schema, tools_and_prompts
-from fs_search.activities.contract import (
+from fs_search.activities._catalogue import input_schema, tools_and_prompts
+from fs_search.activities._contract import (
     TOOL_ARGUMENTS,
     GlobArguments,
     GrepArguments,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from fs_search.activities.config import ConfigError, FsSearchConfig, StorageSettings
+from fs_search.activities._config import ConfigError, FsSearchConfig, StorageSettings
 
 
 def _env(values):

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from fs_search.activities.contract import (
+from fs_search.activities._contract import (
     MAX_PATTERN_BYTES,
     MAX_READ_SPILL_LINES,
     TOOL_ARGUMENTS,
@@ -22,7 +22,7 @@ from fs_search.activities.contract import (
     ToolResult,
     task_queue_for,
 )
-from fs_search.activities.errors import contract_errors
+from fs_search.activities._errors import contract_errors
 
 
 def test_task_queue_name():
@@ -56,7 +56,7 @@ def test_tool_result_round_trips_with_discriminated_result():
 
 def test_failure_text():
     """Errors read `Error: <message>` with name and code."""
-    from fs_search.activities.contract import ErrorCode
+    from fs_search.activities._contract import ErrorCode
 
     tr = ToolResult.failure(ErrorCode.INVALID_ARGUMENT, "bad include")
     assert tr.text == "Error: bad include" and tr.is_error

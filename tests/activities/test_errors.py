@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
-from fs_search.activities.contract import ErrorCode
-from fs_search.activities.errors import SearchError, contract_errors
+from fs_search.activities._contract import ErrorCode
+from fs_search.activities._errors import SearchError, contract_errors
 
 
 def test_application_error_shape():

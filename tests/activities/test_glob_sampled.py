@@ -9,7 +9,7 @@ from unittest import mock
 
 from temporalio.testing import ActivityEnvironment
 
-from fs_search.activities.contract import GlobRequest
+from fs_search.activities._contract import GlobRequest
 from fs_search.activities.results import _glob_members as glob_members
 from tests.activities.results.scattered import issue_136, plain_page
 from tests.helpers import write_tree

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from fs_search.activities import held_root
-from fs_search.activities.held_root import HeldRoot, Missing, Outside, Unresolvable
+from fs_search.activities import _held_root as held_root
+from fs_search.activities._held_root import HeldRoot, Missing, Outside, Unresolvable
 from tests.helpers import Link, write_tree
 
 

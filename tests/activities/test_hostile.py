@@ -32,8 +32,8 @@ from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
 import fs_search.activities
-from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.contract import (
+from fs_search.activities._config import FsSearchConfig
+from fs_search.activities._contract import (
     MAX_INCLUDE_BYTES,
     MAX_LOCATOR_BYTES,
     MAX_PATH_BYTES,
@@ -47,10 +47,10 @@ from fs_search.activities.contract import (
     ReadSpillResult,
     ToolResult,
 )
+from fs_search.activities._search import SearchActivities
 from fs_search.activities.rg._executor import Executor
 from fs_search.activities.rg._fork_client import SERVER
 from fs_search.activities.rg._sandbox import FORK_CHILD, sandbox_for
-from fs_search.activities.search import SearchActivities
 from fs_search.activities.storage import FileSpillStore, Storage
 from fs_search.worker import build_activities
 from tests import hostile_strategies as hs

@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from fs_search.activities.contract import GlobRequest, GrepRequest, GrepResult
-from fs_search.activities.held_root import HeldRoot
-from fs_search.activities.ignore_files import SOME_SKIPPED
+from fs_search.activities._contract import GlobRequest, GrepRequest, GrepResult
+from fs_search.activities._held_root import HeldRoot
+from fs_search.activities._ignore_files import SOME_SKIPPED
 from fs_search.activities.rg import IGNORE_FILES_SKIPPED
 from fs_search.activities.rg._elf_loader import loader_files
 from fs_search.activities.rg._executor import Executor

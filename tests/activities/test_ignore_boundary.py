@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from fs_search.activities.contract import GrepRequest, GrepResult
-from fs_search.activities.ignore_files import PARENTS_SKIPPED, SOME_SKIPPED
+from fs_search.activities._contract import GrepRequest, GrepResult
+from fs_search.activities._ignore_files import PARENTS_SKIPPED, SOME_SKIPPED
 from fs_search.activities.rg import IGNORE_FILES_SKIPPED
 from fs_search.activities.rg._fork_child import landlock_abi
 from tests.helpers import Fifo, Link, write_tree

@@ -23,7 +23,7 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from fs_search.activities.contract import GlobRequest, GlobResult, GrepRequest, GrepResult
+from fs_search.activities._contract import GlobRequest, GlobResult, GrepRequest, GrepResult
 from fs_search.activities.rg._elf_loader import loader_files
 from fs_search.activities.rg._fork_child import landlock_abi
 from tests.helpers import Link, write_tree

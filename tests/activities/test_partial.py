@@ -32,8 +32,8 @@ CHILD = r"""
 import asyncio, json, sys
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
-from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.contract import GlobRequest, GrepRequest
+from fs_search.activities._config import FsSearchConfig
+from fs_search.activities._contract import GlobRequest, GrepRequest
 from fs_search.activities.storage import local_storage
 from fs_search.worker import build_activities
 

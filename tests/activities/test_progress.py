@@ -8,7 +8,7 @@ import time
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from fs_search.activities.progress import HEARTBEAT_INTERVAL_S, Progress, heartbeating
+from fs_search.activities._progress import HEARTBEAT_INTERVAL_S, Progress, heartbeating
 
 INTERVAL = 0.05
 

@@ -12,10 +12,10 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from fs_search.activities import search
-from fs_search.activities.catalogue import GLOB_PROMPT_HEAD, GLOB_PROMPT_SAMPLED, GREP_PROMPT
-from fs_search.activities.contract import GlobRequest, GrepRequest, ReadSpillRequest
-from fs_search.activities.search import NICE_STEP
+from fs_search.activities import _glob_listing as glob_listing
+from fs_search.activities._catalogue import GLOB_PROMPT_HEAD, GLOB_PROMPT_SAMPLED, GREP_PROMPT
+from fs_search.activities._contract import GlobRequest, GrepRequest, ReadSpillRequest
+from fs_search.activities._search import NICE_STEP
 from tests.helpers import Fifo, Link, sparse_file, write_tree
 from tests.procs import alive, exe_of, group
 
@@ -235,7 +235,7 @@ async def test_a_glob_too_large_to_sort_here_is_sorted_by_rg(
 ):
     """Past ``SORT_HERE_MAX_BYTES`` of listing the walk is stopped and rg lists again,
     sorting itself: the same answer, not an overflow."""
-    monkeypatch.setattr(search, "SORT_HERE_MAX_BYTES", 1024)
+    monkeypatch.setattr(glob_listing, "SORT_HERE_MAX_BYTES", 1024)
     ws = tied_tree(tmp_path / "ws", 600)
     acts = await make_activities(ws, glob_max_results=1000)
     argvs = recorded_argvs(acts)

@@ -8,14 +8,14 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.contract import ErrorCode, GlobRequest, GrepRequest
+from fs_search.activities._config import FsSearchConfig
+from fs_search.activities._contract import ErrorCode, GlobRequest, GrepRequest
+from fs_search.activities._search import RgStatus, SearchActivities
+from fs_search.activities._workspace import Workspace
 from fs_search.activities.rg import IGNORE_FILES_SKIPPED
 from fs_search.activities.rg._executor import Executor, RgRun, default_backstop
 from fs_search.activities.rg._sandbox import Sandbox
-from fs_search.activities.search import RgStatus, SearchActivities
 from fs_search.activities.storage import FileSpillStore, Storage
-from fs_search.activities.workspace import Workspace
 from tests.helpers import write_tree
 
 CONFIG = FsSearchConfig.load(

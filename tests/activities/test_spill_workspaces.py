@@ -18,14 +18,14 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.contract import GlobRequest, ReadSpillRequest
-from fs_search.activities.search import SearchActivities
+from fs_search.activities._config import FsSearchConfig
+from fs_search.activities._contract import GlobRequest, ReadSpillRequest
+from fs_search.activities._search import SearchActivities
+from fs_search.activities._telemetry import SearchTelemetry
 from fs_search.activities.storage import FileSpillStore, Storage
 from fs_search.activities.storage._s3 import S3SpillStore
 from fs_search.activities.storage._s3_client import MARKER, client_kwargs
 from fs_search.activities.storage._spills import UNLABELLED, spill_workspace
-from fs_search.activities.telemetry import SearchTelemetry
 from fs_search.worker import build_services
 from tests.conftest import aws_session
 from tests.helpers import write_tree

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fs_search.activities.summaries import SUMMARY_MAX_BYTES, summary
+from fs_search.activities._summaries import SUMMARY_MAX_BYTES, summary
 
 
 def test_summary_shape():
@@ -34,8 +34,8 @@ def test_huge_path_still_fits():
 def test_a_host_routed_call_names_its_workspace_whatever_the_rest():
     """On a host queue the summary is the UI's only mention of the workspace: it is kept
     whole, the pattern and path shortened around it."""
-    from fs_search.activities.contract import GrepRequest, ReadSpillRequest
-    from fs_search.activities.summaries import summary_of
+    from fs_search.activities._contract import GrepRequest, ReadSpillRequest
+    from fs_search.activities._summaries import summary_of
 
     wid = "w" * 128
     assert summary("grep", "TODO", "src", workspace="ws-1") == 'grep "TODO" in src @ ws-1'

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from fs_search.activities.contract import ErrorCode
-from fs_search.activities.errors import SearchError
-from fs_search.activities.workspace import Workspace, join_display, normalise_display
+from fs_search.activities._contract import ErrorCode
+from fs_search.activities._errors import SearchError
+from fs_search.activities._workspace import Workspace, join_display, normalise_display
 from tests.helpers import Fifo, Link, write_tree
 
 

@@ -17,7 +17,7 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from fs_search.activities.contract import GlobRequest, GrepRequest
+from fs_search.activities._contract import GlobRequest, GrepRequest
 from tests.helpers import sparse_file, write_tree
 from tests.procs import wait_for_rg
 

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from fs_search.activities.config import FsSearchConfig
+from fs_search.activities._config import FsSearchConfig
 from fs_search.worker._app import DEFAULT_PER_WORKSPACE
 from fs_search.worker._fleet import WORKSPACE_ID, scan_root
 from fs_search.worker._queue_owner import DESCRIBES, HOST_ID_ENV

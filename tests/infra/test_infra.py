@@ -25,8 +25,8 @@ from temporalio.converter import StorageDriverStoreContext, StorageDriverWorkflo
 from temporalio.envconfig import ClientConfig
 
 import fs_search.activities.storage._s3 as s3_module
-from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.contract import task_queue_for
+from fs_search.activities._config import FsSearchConfig
+from fs_search.activities._contract import task_queue_for
 from fs_search.activities.storage import SpillKey, open_storage
 from fs_search.activities.storage._s3 import S3SpillStore
 from fs_search.worker._queue_owner import HOST_ID_ENV

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fs_search.activities.config import FsSearchConfig
+from fs_search.activities._config import FsSearchConfig
 from fs_search.worker._http import parse_address
 from fs_search.worker._metrics import WorkerMetrics
 from tests.infra.test_daemonset import TELEMETRY_FLUSH_S

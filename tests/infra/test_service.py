@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from temporalio.api.operatorservice.v1 import ListNexusEndpointsRequest
 
-from fs_search.activities.config import FsSearchConfig
+from fs_search.activities._config import FsSearchConfig
 from fs_search.worker._binaries import require_binary
 from tests.infra.test_infra import INFRA, _config_map, _env, _parsed_args, _workload_ids, _workloads
 

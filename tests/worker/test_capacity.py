@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from fs_search.activities.config import FsSearchConfig
+from fs_search.activities._config import FsSearchConfig
 from fs_search.worker import build_services
 from fs_search.worker._app import DEFAULT_PER_WORKSPACE, Capacity, capacity_plan
 from fs_search.worker._fleet import Fleet

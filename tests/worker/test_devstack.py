@@ -13,7 +13,7 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import CancelledError
 from temporalio.worker import Worker
 
-from fs_search.activities.contract import ErrorCode
+from fs_search.activities._contract import ErrorCode
 from fs_search.worker import new_worker
 from tests.helpers import sparse_file, write_tree
 from tests.procs import alive, group, wait_for_rg

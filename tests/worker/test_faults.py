@@ -14,7 +14,7 @@ from typing import Any
 
 from temporalio.worker import Worker
 
-from fs_search.activities.contract import ErrorCode
+from fs_search.activities._contract import ErrorCode
 from tests.conftest import start_s3
 from tests.helpers import sparse_file, write_tree
 from tests.procs import WorkerProcess, alive, wait_until

@@ -19,13 +19,14 @@ import pytest
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.contract import ErrorCode, task_queue_for
+from fs_search.activities._config import FsSearchConfig
+from fs_search.activities._contract import ErrorCode, task_queue_for
 from fs_search.activities.storage import local_storage
 from fs_search.worker import build_services
 from fs_search.worker._fleet import Fleet, scan_root
 from fs_search.worker._queue_owner import QueueOwners
 from tests.helpers import sparse_file, write_tree
+from tests.oracles import running_for
 from tests.procs import WorkerProcess, alive, rg_processes
 from tests.workflows_under_test import CatalogueWorkflow, MixedCalls, MixedCallsWorkflow, Options
 
@@ -241,12 +242,12 @@ async def test_a_flooding_workspace_leaves_room_for_a_quiet_one(dev_env, tmp_pat
         slots = fleet.services.executor.running_slots
         # The worker takes the whole flood (it holds calls beyond those it runs) ...
         await _until(lambda: fleet.held_slots.held(task_queue_for(busy)) > 2)
-        await _until(lambda: slots.running_for(busy) >= 2)
+        await _until(lambda: running_for(slots, busy) >= 2)
         started = time.monotonic()
         (answer,) = await _calls(dev_env, queue, [(quiet, "grep", {"pattern": "quiet"})])
         quiet_latency = time.monotonic() - started
         # ... and runs at most its per-workspace cap of them at once.
-        assert slots.running_for(busy) <= 2
+        assert running_for(slots, busy) <= 2
         assert len(fleet.services.executor.live_process_groups) <= 2
         for task in flood:
             task.cancel()

@@ -26,8 +26,8 @@ import psutil
 import pytest
 from temporalio.worker import Worker
 
-from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.contract import ErrorCode
+from fs_search.activities._config import FsSearchConfig
+from fs_search.activities._contract import ErrorCode
 from fs_search.activities.storage import local_storage
 from fs_search.worker import _fleet as fleet_module
 from fs_search.worker import build_services

@@ -19,20 +19,21 @@ from pathlib import Path
 import pytest
 from temporalio.worker import Worker
 
-from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.contract import (
+from fs_search.activities._attempts import (
     HAND_BACKS_ON_SERVER,
     HANDED_BACK_PRIORITY,
-    WORKSPACE_BUSY,
+    MIN_HANDED_BACK_PAUSE,
 )
-from fs_search.activities.held_root import HeldRoot
+from fs_search.activities._config import FsSearchConfig
+from fs_search.activities._contract import WORKSPACE_BUSY
+from fs_search.activities._held_root import HeldRoot
+from fs_search.activities._workspace import Changed, Workspace
 from fs_search.activities.storage import local_storage
-from fs_search.activities.workspace import Changed, Workspace
 from fs_search.worker import build_services
 from fs_search.worker._fleet import Fleet, scan_root
 from fs_search.workflows import FsSearchClient
-from fs_search.workflows._tools import MIN_HANDED_BACK_PAUSE
 from tests.helpers import sparse_file, write_tree
+from tests.oracles import running_for
 from tests.procs import WorkerProcess
 from tests.workflows_under_test import Calls, CallsWorkflow, ConcurrentCallsWorkflow, Options
 
@@ -214,7 +215,7 @@ async def test_a_flood_holds_only_its_share_of_a_host_queue(dev_env, tmp_path):
             )
         )
         slots = fleet.services.executor.running_slots
-        await _until(lambda: slots.running_for("flood") >= 1, 30)
+        await _until(lambda: running_for(slots, "flood") >= 1, 30)
         await asyncio.sleep(2)  # the backlog is queued by now
         started = time.monotonic()
         [quiet] = await dev_env.client.execute_workflow(
@@ -341,7 +342,7 @@ async def test_a_one_off_call_handed_back_is_retried_by_the_server(dev_env, tmp_
         quick = FsSearchClient(dev_env.client, "w", host=fleet.host_id)
         holding = asyncio.create_task(slow.grep("zzz", path="huge.bin"))
         slots = fleet.services.executor.running_slots
-        await _until(lambda: slots.running_for("w") >= 1, 30)
+        await _until(lambda: running_for(slots, "w") >= 1, 30)
         found = await quick.grep("needle", path="small.txt")
         held = await holding
         assert quick.last_id is not None

@@ -16,8 +16,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
-from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.contract import (
+from fs_search.activities._config import FsSearchConfig
+from fs_search.activities._contract import (
     ErrorCode,
     GlobRequest,
     GrepRequest,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from temporalio.worker import Worker
 
-from fs_search.activities.workspace import VCS_DIRS
+from fs_search.activities._workspace import VCS_DIRS
 from tests.helpers import write_tree
 from tests.procs import RG, WorkerProcess, rg_processes
 from tests.workflows_under_test import MixedCalls, MixedCallsWorkflow

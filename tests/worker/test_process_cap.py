@@ -9,7 +9,7 @@ from pathlib import Path
 
 from temporalio.worker import Worker
 
-from fs_search.activities.config import FsSearchConfig
+from fs_search.activities._config import FsSearchConfig
 from fs_search.activities.storage import local_storage
 from fs_search.worker import build_services
 from fs_search.worker._fleet import Fleet

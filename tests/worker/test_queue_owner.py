@@ -23,8 +23,8 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest, Describe
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from fs_search.activities.config import ConfigError
-from fs_search.activities.contract import task_queue_for
+from fs_search.activities._config import ConfigError
+from fs_search.activities._contract import task_queue_for
 from fs_search.worker._queue_owner import (
     LIVE_S,
     QueueOwners,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from temporalio.worker import Worker
 
-from fs_search.activities.contract import ErrorCode, task_queue_for
+from fs_search.activities._contract import ErrorCode, task_queue_for
 from fs_search.workflows._task_queues import poll_ages
 from tests.helpers import pollers_of
 from tests.procs import WorkerProcess

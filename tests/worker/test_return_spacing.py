@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from fs_search.activities.contract import HAND_BACKS_ON_SERVER
-from fs_search.worker._return_spacing import ReturnSpacing, retried_by_server
+from fs_search.activities._attempts import HAND_BACKS_ON_SERVER, retried_by_server
+from fs_search.worker._return_spacing import ReturnSpacing
 
 
 def test_a_burst_is_spaced_not_sent_back_at_once():

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from temporalio.worker import Worker
 
-from fs_search.activities.contract import ErrorCode, ToolResult
+from fs_search.activities._contract import ErrorCode, ToolResult
 from tests.conftest import S3Server, start_s3
 from tests.helpers import small_filesystem, write_tree
 from tests.procs import WorkerProcess

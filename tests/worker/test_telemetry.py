@@ -26,9 +26,9 @@ from examples.agent import (
     ToolCall,
     start_example_agent,
 )
-from fs_search.activities.config import FsSearchConfig
+from fs_search.activities._config import FsSearchConfig
+from fs_search.activities._telemetry import SearchTelemetry, pattern_digest
 from fs_search.activities.storage import local_storage
-from fs_search.activities.telemetry import SearchTelemetry, pattern_digest
 from fs_search.worker import build_activities, new_worker
 from fs_search.workflows import FsSearchPlugin
 from tests.helpers import sparse_file, write_tree

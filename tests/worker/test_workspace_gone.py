@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from temporalio.worker import Worker
 
-from fs_search.activities.contract import ErrorCode
+from fs_search.activities._contract import ErrorCode
 from tests.helpers import sparse_file, write_tree
 from tests.procs import WorkerProcess, wait_until, without_dac_override
 from tests.workflows_under_test import (

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from temporalio.worker import Worker
 
-from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.contract import ErrorCode
+from fs_search.activities._config import FsSearchConfig
+from fs_search.activities._contract import ErrorCode
 from fs_search.activities.storage import Storage, local_storage
 from fs_search.activities.storage._s3 import S3SpillStore
 from fs_search.worker import build_services, new_worker, workspace_identity

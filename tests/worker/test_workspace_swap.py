@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from temporalio.worker import Worker
 
-from fs_search.activities.contract import ErrorCode
+from fs_search.activities._contract import ErrorCode
 from tests.helpers import write_tree
 from tests.procs import WorkerProcess
 from tests.workflows_under_test import Calls, CallsWorkflow, Options

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fs_search.activities.catalogue import tools_and_prompts
-from fs_search.activities.contract import ToolResult, ToolsResult
+from fs_search.activities._catalogue import tools_and_prompts
+from fs_search.activities._contract import ToolResult, ToolsResult
 from fs_search.workflows import FsSearchTools
 
 

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
-from fs_search.activities.contract import ToolResult
+from fs_search.activities._contract import ToolResult
 from fs_search.workflows import FsSearchTools
 
 # Set on every fs_search module of the host by the tests: a module without it was imported

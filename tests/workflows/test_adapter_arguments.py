@@ -29,7 +29,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
-from fs_search.activities.contract import ErrorCode, ToolResult
+from fs_search.activities._contract import ErrorCode, ToolResult
 from fs_search.workflows import langchain, openai_agents, parse_arguments, pydantic_ai, strands
 from tests.workflows.argument_strategies import any_objects, arguments, dump, json_texts, nested
 from tests.workflows.canned import CannedTools, catalogue

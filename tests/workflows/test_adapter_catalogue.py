@@ -24,7 +24,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.openai_agents.testing import AgentEnvironment, ResponseBuilders, TestModel
 from temporalio.worker import Worker
 
-from fs_search.activities.contract import ErrorCode, ToolError, ToolsResult
+from fs_search.activities._contract import ErrorCode, ToolError, ToolsResult
 from fs_search.worker import new_worker
 from fs_search.workflows import FsSearchPlugin, FsSearchTools, openai_agents, pydantic_ai
 from tests.helpers import write_tree

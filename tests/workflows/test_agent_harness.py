@@ -27,7 +27,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.openai_agents.testing import AgentEnvironment, ResponseBuilders, TestModel
 from temporalio.worker import Worker
 
-from fs_search.activities.catalogue import GLOB_PROMPT_HEAD, GREP_PROMPT
+from fs_search.activities._catalogue import GLOB_PROMPT_HEAD, GREP_PROMPT
 from fs_search.worker import new_worker
 from fs_search.workflows import FsSearchPlugin, FsSearchTools, ToolsResult, task_queue_for
 from fs_search.workflows.agent_harness import harness_tools, instructions

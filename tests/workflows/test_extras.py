@@ -52,7 +52,7 @@ def test_the_extras_named_are_pyprojects():
     """The distribution and extras the messages name are the installed ones (pyproject's)."""
     from importlib.metadata import metadata
 
-    from fs_search.activities.config import DISTRIBUTION
+    from fs_search.activities._config import DISTRIBUTION
 
     assert metadata(DISTRIBUTION)["Name"] == DISTRIBUTION == "fs-search-temporal"
     extras = metadata(DISTRIBUTION).get_all("Provides-Extra") or []

@@ -9,20 +9,16 @@ from datetime import timedelta
 
 from temporalio.common import RetryPolicy
 
-from fs_search.activities.contract import (
-    HANDED_BACK_PRIORITY,
-    WORKSPACE_BUSY,
-    ErrorCode,
-    fairness_key_for,
-)
-from fs_search.workflows import FsSearchTools
-from fs_search.workflows._tools import (
+from fs_search.activities._attempts import (
     HANDED_BACK_PAUSE,
+    HANDED_BACK_PRIORITY,
     MAX_HANDED_BACK_PAUSE,
     MIN_HANDED_BACK_PAUSE,
     pause_after_hand_back,
     with_contract_codes,
 )
+from fs_search.activities._contract import WORKSPACE_BUSY, ErrorCode, fairness_key_for
+from fs_search.workflows import FsSearchTools
 
 
 def test_the_host_decides_whether_the_server_retries_a_hand_back():

@@ -8,7 +8,7 @@ import uuid
 
 from temporalio.worker import Worker
 
-from fs_search.activities.contract import MAX_PATTERN_BYTES, ErrorCode
+from fs_search.activities._contract import MAX_PATTERN_BYTES, ErrorCode
 from fs_search.worker import new_worker
 from tests.helpers import write_tree
 from tests.workflows_under_test import ManyKeys, ManyKeysWorkflow, Options

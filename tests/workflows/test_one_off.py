@@ -18,7 +18,7 @@ import pytest
 from temporalio.client import ActivityExecutionStatus
 from temporalio.worker import Worker
 
-from fs_search.activities.contract import ErrorCode, GrepResult, ToolsResult
+from fs_search.activities._contract import ErrorCode, GrepResult, ToolsResult
 from fs_search.worker import new_worker
 from fs_search.worker.testing import search_worker
 from fs_search.workflows import FsSearchClient

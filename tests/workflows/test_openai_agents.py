@@ -20,7 +20,7 @@ from temporalio.exceptions import CancelledError
 from temporalio.openai_agents.testing import AgentEnvironment, ResponseBuilders, TestModel
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from fs_search.activities.catalogue import GLOB_PROMPT_HEAD, GREP_PROMPT, tools_and_prompts
+from fs_search.activities._catalogue import GLOB_PROMPT_HEAD, GREP_PROMPT, tools_and_prompts
 from fs_search.activities.storage._s3 import S3SpillStore
 from fs_search.worker import new_worker
 from fs_search.worker.testing import search_worker, time_skipping_env

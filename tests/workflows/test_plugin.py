@@ -23,8 +23,8 @@ from temporalio.converter import (
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from fs_search.activities.config import ConfigError
-from fs_search.activities.contract import ErrorCode, GrepResult
+from fs_search.activities._config import ConfigError
+from fs_search.activities._contract import ErrorCode, GrepResult
 from fs_search.activities.storage import LocalDirectoryDriver
 from fs_search.workflows import FsSearchPlugin
 from tests.workflows import sandbox_workflows

@@ -44,7 +44,7 @@ def test_workflow_front_loads_no_worker_side_code():
     heavy = [
         "fs_search.workflows._plugin",
         "fs_search.activities.storage",
-        "fs_search.activities.search",
+        "fs_search.activities._search",
         "fs_search.activities.rg._executor",
         "fs_search.worker",
         "opentelemetry.sdk",
@@ -59,7 +59,7 @@ def test_workflow_front_loads_no_worker_side_code():
 def test_the_operator_imports_the_workers_parts_from_its_front():
     """`fs_search.worker` is the operator's front: the settings, the shared services, the
     factories, the real things."""
-    from fs_search.activities.config import FsSearchConfig, StorageSettings
+    from fs_search.activities._config import FsSearchConfig, StorageSettings
     from fs_search.worker import FsSearchConfig as Config
     from fs_search.worker import Services, build_services, new_worker
     from fs_search.worker import StorageSettings as Settings
@@ -72,10 +72,10 @@ def test_the_operator_imports_the_workers_parts_from_its_front():
 
 
 def test_the_contract_has_one_import_path():
-    """The models are defined once (``fs_search.activities.contract``) and reach callers through
+    """The models are defined once (``fs_search.activities._contract``) and reach callers through
     ``fs_search.workflows`` only: the activities and worker fronts do not re-export them."""
     import fs_search.activities
-    import fs_search.activities.contract as contract
+    import fs_search.activities._contract as contract
     import fs_search.worker
     import fs_search.worker.testing
     import fs_search.workflows
@@ -93,3 +93,25 @@ def test_each_package_ships_py_typed(package):
     from importlib.resources import files
 
     assert files(package).joinpath("py.typed").is_file()
+
+
+def test_the_activities_front_loads_through_the_sandbox():
+    """Workflow code re-imported by a sandbox that does not pass fs_search through reads the
+    activities' front inside ``imports_passed_through``: its lazy names come from the host's
+    modules, never from a second copy set on the host's package (a second ErrorCode)."""
+    code = """
+from temporalio import workflow
+from temporalio.worker.workflow_sandbox import SandboxRestrictions
+from temporalio.worker.workflow_sandbox._importer import Importer
+from temporalio.worker.workflow_sandbox._restrictions import RestrictionContext
+import fs_search.activities
+import fs_search.activities._contract as host
+
+with Importer(SandboxRestrictions.default, RestrictionContext()).applied():
+    with workflow.unsafe.imports_passed_through():
+        from fs_search.activities import ErrorCode
+print(ErrorCode is host.ErrorCode, fs_search.activities._contract is host)
+"""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["True", "True"]

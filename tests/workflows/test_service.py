@@ -22,7 +22,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.worker import Worker
 
-from fs_search.activities.contract import ErrorCode, GrepResult, ReadSpillResult, ToolResult
+from fs_search.activities._contract import ErrorCode, GrepResult, ReadSpillResult, ToolResult
 from fs_search.worker import create_endpoint, serving_service
 from fs_search.worker.testing import search_worker
 from fs_search.workflows import FsSearchPlugin

@@ -31,7 +31,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from fs_search.activities.contract import ErrorCode
+from fs_search.activities._contract import ErrorCode
 from fs_search.worker import create_endpoint
 from fs_search.worker._devstack import DevServer
 from fs_search.worker._service_handler import CALLBACKS_DYNAMIC_CONFIG

@@ -18,7 +18,8 @@ from temporalio.exceptions import (
     TimeoutType,
 )
 
-from fs_search.activities.budget import (
+from fs_search.activities._attempts import failure_cause, not_picked_up
+from fs_search.activities._budget import (
     MAX_ATTEMPTS,
     MAX_HEARTBEAT_TIMEOUT,
     MAX_QUEUE_TIMEOUT,
@@ -26,15 +27,10 @@ from fs_search.activities.budget import (
     RETRY_MARGIN,
     BackingOptions,
 )
-from fs_search.activities.contract import ErrorCode, GrepRequest
+from fs_search.activities._contract import ErrorCode, GrepRequest
 from fs_search.workflows import FsSearchService, FsSearchTools, GrepCall
 from fs_search.workflows._service import Where
-from fs_search.workflows._tools import (
-    _nexus_cancellation,
-    _not_picked_up,
-    failure_cause,
-    map_failure,
-)
+from fs_search.workflows._tools import _nexus_cancellation, map_failure
 
 
 def test_the_service_is_named_fs_search_with_four_operations():
@@ -152,11 +148,11 @@ def test_timeouts_and_cancels_of_an_operation():
     not_started = _nexus_error(
         TimeoutError("x", type=TimeoutType.SCHEDULE_TO_START, last_heartbeat_details=[])
     )
-    assert _not_picked_up(not_started)
+    assert not_picked_up(not_started)
     closed = _nexus_error(
         TimeoutError("x", type=TimeoutType.SCHEDULE_TO_CLOSE, last_heartbeat_details=[])
     )
-    assert not _not_picked_up(closed)
+    assert not not_picked_up(closed)
     assert map_failure(closed, workspace_id="w", queue="q").error.code == ErrorCode.SEARCH_ABORTED
     cancelled = _nexus_error(CancelledError("cancelled"))
     assert map_failure(cancelled, workspace_id="w", queue="q").text == (

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fs_search.activities.contract import MAX_PATH_BYTES, ErrorCode
-from fs_search.activities.summaries import summary_of
+from fs_search.activities._contract import MAX_PATH_BYTES, ErrorCode
+from fs_search.activities._summaries import summary_of
 from fs_search.workflows import FsSearchTools
 
 
@@ -29,7 +29,7 @@ async def test_refused_before_scheduling(tools, tool, args, message):
 
 def test_summaries_of_requests():
     """Each request's activity summary names the tool and its arguments."""
-    from fs_search.activities.contract import GrepRequest, ReadSpillRequest
+    from fs_search.activities._contract import GrepRequest, ReadSpillRequest
 
     assert summary_of(GrepRequest(pattern="TODO", path="src", include="*.py")) == (
         'grep "TODO" in src (*.py)'

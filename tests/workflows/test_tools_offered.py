@@ -16,7 +16,7 @@ import pytest
 from temporalio.worker import Worker
 
 from examples.agent import AgentInput, ExampleAgentWorkflow, ToolCall
-from fs_search.activities.contract import ErrorCode, ReadSpillResult
+from fs_search.activities._contract import ErrorCode, ReadSpillResult
 from fs_search.worker.testing import canned_activities, search_worker
 from fs_search.workflows import (
     FsSearchTools,

@@ -8,7 +8,7 @@ from temporalio import activity
 from temporalio.common import RetryPolicy
 from temporalio.worker import Worker
 
-from fs_search.activities.contract import (
+from fs_search.activities._contract import (
     GLOB_ACTIVITY,
     GREP_ACTIVITY,
     ErrorCode,
@@ -18,7 +18,7 @@ from fs_search.activities.contract import (
     GrepResult,
     task_queue_for,
 )
-from fs_search.activities.errors import SearchError
+from fs_search.activities._errors import SearchError
 from fs_search.workflows import FsSearchTools
 from fs_search.workflows._tools import NON_RETRYABLE_ERROR_TYPES
 from tests.workflows.sandbox_workflows import OwnPolicyCall, OwnRetryPolicyWorkflow

@@ -11,14 +11,14 @@ from temporalio import activity
 from temporalio.worker import Worker
 
 from examples.agent import AgentInput, ExampleAgentWorkflow, ToolCall
-from fs_search.activities.contract import (
+from fs_search.activities._contract import (
     GREP_ACTIVITY,
     ErrorCode,
     GrepRequest,
     GrepResult,
     task_queue_for,
 )
-from fs_search.activities.errors import SearchError
+from fs_search.activities._errors import SearchError
 from fs_search.worker.testing import canned_activities, search_worker
 from tests.helpers import write_tree
 from tests.workflows_under_test import Calls, CallsWorkflow, CatalogueWorkflow, Options
@@ -197,7 +197,7 @@ async def test_real_activities_in_process_for_tmp_path(ts_env, tmp_path: Path):
 
 async def test_canned_results(ts_env):
     """Canned results answer under the same activity names."""
-    from fs_search.activities.contract import GlobResult
+    from fs_search.activities._contract import GlobResult
 
     wsid, queue = _ids()
     canned = GlobResult(

@@ -24,7 +24,7 @@ from fs_search.workflows import FsSearchClient
 from fs_search.workflows._converter import fs_search_converter, storage_from
 
 if TYPE_CHECKING:
-    from fs_search.activities.contract import ToolResult
+    from fs_search.activities import ToolResult
 
 # How long Ctrl-C waits for the call's activity to close (rg stopped) before leaving.
 CANCEL_WAIT = timedelta(seconds=5)

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import aioboto3
 
-from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.contract import host_queue_for, task_queue_for
+from fs_search.activities import FsSearchConfig, host_queue_for, task_queue_for
 from fs_search.activities.storage import client_kwargs
 from fs_search.worker._app import build_services, default_workspace_id, run_until_signalled
 from fs_search.worker._connect import TemporalUnreachable, connect

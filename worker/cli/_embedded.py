@@ -14,11 +14,8 @@ from temporalio.exceptions import FailureError
 from temporalio.runtime import Runtime
 from temporalio.worker import Worker
 
-from fs_search.activities.budget import execution_timeout
-from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.contract import ErrorCode, ToolResult
+from fs_search.activities import ErrorCode, FsSearchConfig, ToolResult, execution_timeout, summary
 from fs_search.activities.storage import Storage
-from fs_search.activities.summaries import summary
 from fs_search.worker._app import build_activities, default_workspace_id, maintenance, new_worker
 from fs_search.worker._connect import TemporalUnreachable, connect
 from fs_search.worker._devstack import DevServer

@@ -27,8 +27,7 @@ from fs_search.worker.cli._env_file import EnvFileError, load_env_file
 from fs_search.worker.cli._parser import attach_regexp, build_parser
 
 if TYPE_CHECKING:
-    from fs_search.activities.config import StorageSettings
-    from fs_search.activities.contract import ToolResult
+    from fs_search.activities import StorageSettings, ToolResult
     from fs_search.worker.cli._address import CallOptions
 
 EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
@@ -39,7 +38,7 @@ INTERRUPT_EXIT_S = 7.0
 # looked up only among the modules already imported (an error of a module never imported
 # was never raised), so that catching them loads nothing.
 _SETTINGS_ERRORS = (
-    ("fs_search.activities.config", "ConfigError"),
+    ("fs_search.activities._config", "ConfigError"),
     ("fs_search.worker._otel_setup", "TelemetryConfigError"),
     ("fs_search.worker._processes", "PortTaken"),
 )
@@ -216,7 +215,7 @@ def _leave_interrupted() -> None:
 
 
 async def _worker(args: argparse.Namespace) -> int:
-    from fs_search.activities.config import FsSearchConfig
+    from fs_search.activities import FsSearchConfig
     from fs_search.worker._app import build_services, default_workspace_id, run_until_signalled
     from fs_search.worker._connect import connect
     from fs_search.worker._fleet import serve_root
@@ -384,9 +383,7 @@ async def _call(call: Coroutine[Any, Any, ToolResult], *, as_json: bool) -> int:
 
 
 async def _spill_read(args: argparse.Namespace) -> int:
-    from fs_search.activities.config import StorageSettings
-    from fs_search.activities.contract import ArgumentProblem, ReadSpillRequest
-    from fs_search.activities.errors import SearchError
+    from fs_search.activities import ArgumentProblem, ReadSpillRequest, SearchError, StorageSettings
     from fs_search.activities.results import read_spill_text
     from fs_search.activities.storage import storage_for
 
@@ -416,7 +413,7 @@ async def _spill_read(args: argparse.Namespace) -> int:
 
 def _store_read(settings: StorageSettings) -> str:
     """Which store ``spill read`` reads, in words."""
-    from fs_search.activities.config import SPILL_URL_ENV
+    from fs_search.activities import SPILL_URL_ENV
 
     if settings.spill_url:
         return f"this command reads the store {SPILL_URL_ENV} names: {settings.spill_url}"
@@ -425,7 +422,7 @@ def _store_read(settings: StorageSettings) -> str:
 
 def _store_unset_for(locator: str, settings: StorageSettings) -> str | None:
     """Why an S3 locator cannot be read with no S3 store set (None when one is)."""
-    from fs_search.activities.config import S3_ENDPOINT_URL_ENV, SPILL_URL_ENV
+    from fs_search.activities import S3_ENDPOINT_URL_ENV, SPILL_URL_ENV
 
     if not locator.startswith("s3://") or (settings.spill_url or "").startswith("s3://"):
         return None

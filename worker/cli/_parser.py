@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from fs_search.activities.distribution import DISTRIBUTION, clash_warning, installed_version
+from fs_search.activities import DISTRIBUTION, clash_warning, installed_version
 from fs_search.worker._connect import DEFAULT_CONNECT_TIMEOUT
 
 # ``spill read``'s page, as ReadSpillRequest defines it (tests/worker/cli/test_main.py checks

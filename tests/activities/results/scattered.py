@@ -1,5 +1,5 @@
 """Listings whose times are scattered over the tree: the issue-46 example, and a plain
-reference allocation of the sampling rule (SPEC §3) to check pages against.
+reference allocation of the sampling rule (docs/configuration.md) to check pages against.
 
 The reference shares nothing with the production sampler: it builds a dict tree of the
 listing (entries in order of first appearance) and hands each share out one turn at a
@@ -102,7 +102,7 @@ def allocate(node: Node, share: int, sizes: dict[int, int], taken: list[int]) ->
 
 
 def plain_page(names: list[bytes], cap: int) -> render.GlobPage:
-    """SPEC §3's page: the head under the cap or when flat (one path per top-level
+    """The sampling rule's page: the head under the cap or when flat (one path per top-level
     entry); else the cap handed out recursively, the top-level entries shown in order of
     first appearance, each one's paths in list order."""
     root = tree_of(names)

@@ -13,12 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fs_search.activities._workspace import SearchTarget
 from fs_search.activities.results import _digest as digest
 from fs_search.activities.results import _glob_names as glob_names
 from fs_search.activities.results import _glob_sample as glob_sample
 from fs_search.activities.results import _glob_tree as glob_tree
 from fs_search.activities.results import _text as render
-from fs_search.activities.workspace import SearchTarget
 from tests.activities.results.sampling import reference_page
 
 ROOT = SearchTarget(run_dir="/w", file_arg=None, prefix="", root=".")
@@ -84,7 +84,7 @@ def test_glob_digest_matches_rendering_the_decoded_list(
             stack.enter_context(
                 mock.patch.multiple(glob_tree, _WINDOW=5, _NAMES_WINDOW=3, _PROBE_RUNS=2)
             )
-        got = digest.glob(chunks, target, cap=cap, sample=sample, artifact=True, every=True)
+        got = digest.digest_glob(chunks, target, cap=cap, sample=sample, artifact=True, every=True)
     page, shown, display, artifact = reference(names, target, cap=cap, sample=sample)
     assert (got.page, got.shown, got.every, got.total) == (page, shown, display, len(names))
     made = got.artifact.decode() if isinstance(got.artifact, bytearray) else got.artifact
@@ -92,9 +92,9 @@ def test_glob_digest_matches_rendering_the_decoded_list(
 
 
 def page_of(rel: list[str], *, cap: int, sample: bool) -> tuple[list[str], render.GlobPage]:
-    """The paths shown and the page digest.glob chooses for an rg listing of ``rel``."""
+    """The paths shown and the page digest.digest_glob chooses for an rg listing of ``rel``."""
     raw = b"".join(p.encode() + b"\0" for p in rel)
-    got = digest.glob([raw], ROOT, cap=cap, sample=sample, artifact=False, every=False)
+    got = digest.digest_glob([raw], ROOT, cap=cap, sample=sample, artifact=False, every=False)
     return got.shown, got.page
 
 
@@ -143,7 +143,9 @@ def test_files_directly_under_root_are_their_own_entries():
 
 def test_empty_names_and_a_missing_last_nul_are_tolerated():
     """Empty names are never listed and the last name needs no NUL (rg always ends with one)."""
-    got = digest.glob([b"\0a/1\0\0", b"b/2"], ROOT, cap=5, sample=True, artifact=True, every=True)
+    got = digest.digest_glob(
+        [b"\0a/1\0\0", b"b/2"], ROOT, cap=5, sample=True, artifact=True, every=True
+    )
     assert (got.total, got.shown, got.every, got.artifact) == (
         2,
         ["a/1", "b/2"],
@@ -155,7 +157,7 @@ def test_empty_names_and_a_missing_last_nul_are_tolerated():
 def test_top_level_entries_are_told_apart_by_their_bytes():
     """Two directories whose names decode to the same text are two entries, not one."""
     names = [b"\xff/1", b"\xff/2", b"\xfe/1", b"\xff/3", b"ok"]
-    got = digest.glob(
+    got = digest.digest_glob(
         [b"\0".join(names) + b"\0"], ROOT, cap=3, sample=True, artifact=False, every=False
     )
     assert got.shown == ["\ufffd/1", "\ufffd/1", "ok"]
@@ -165,7 +167,7 @@ def test_top_level_entries_are_told_apart_by_their_bytes():
 def test_every_path_only_when_asked():
     """``every=False`` (spill mode) keeps no per-path list; the page and total stay."""
     raw = b"".join(b"d%d/f%d\0" % (i % 3, i) for i in range(50))
-    got = digest.glob([raw], ROOT, cap=10, sample=True, artifact=True, every=False)
+    got = digest.digest_glob([raw], ROOT, cap=10, sample=True, artifact=True, every=False)
     assert got.every is None and got.total == 50 and len(got.shown) == 10
     assert got.artifact is not None and got.artifact.count(b"\n") == 50
 
@@ -216,7 +218,7 @@ def test_glob_digest_memory_is_a_small_multiple_of_the_output(name, size, limits
             for module in (glob_names, glob_sample, glob_tree):
                 if mine := {k: v for k, v in limits.items() if hasattr(module, k)}:
                     stack.enter_context(mock.patch.multiple(module, **mine))
-            got = digest.glob(chunks, ROOT, cap=100, sample=True, artifact=True, every=False)
+            got = digest.digest_glob(chunks, ROOT, cap=100, sample=True, artifact=True, every=False)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -235,7 +237,7 @@ def test_a_prefixed_glob_artifact_costs_its_prefixes_not_a_copy(prefix):
     del raw
     tracemalloc.start()
     try:
-        got = digest.glob(chunks, target, cap=100, sample=True, artifact=True, every=False)
+        got = digest.digest_glob(chunks, target, cap=100, sample=True, artifact=True, every=False)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -279,7 +281,7 @@ def test_a_glob_artifact_is_built_in_place_only_when_it_is_the_names(names, pref
     what the text path says in every case."""
     raw = b"".join(n + b"\0" for n in names)
     target = SearchTarget(run_dir="/w", file_arg=None, prefix=prefix, root=prefix or ".")
-    got = digest.glob(
+    got = digest.digest_glob(
         [raw[:100], raw[100:]], target, cap=5, sample=False, artifact=True, every=True
     )
     assert isinstance(got.artifact, bytearray) is in_place

@@ -9,11 +9,11 @@ from unittest import mock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fs_search.activities._workspace import SearchTarget
 from fs_search.activities.results import _digest as digest
 from fs_search.activities.results import _glob_sample as glob_sample
 from fs_search.activities.results import _glob_tree as glob_tree
 from fs_search.activities.results import _text as render
-from fs_search.activities.workspace import SearchTarget
 from tests.activities.results.sampling import reference_page, top_level_page
 
 ROOT = SearchTarget(run_dir="/w", file_arg=None, prefix="", root=".")
@@ -21,7 +21,7 @@ ROOT = SearchTarget(run_dir="/w", file_arg=None, prefix="", root=".")
 
 def digested(names: list[bytes], cap: int) -> digest.GlobDigest:
     raw = b"".join(n + b"\0" for n in names)
-    return digest.glob([raw], ROOT, cap=cap, sample=True, artifact=True, every=False)
+    return digest.digest_glob([raw], ROOT, cap=cap, sample=True, artifact=True, every=False)
 
 
 @st.composite
@@ -147,7 +147,7 @@ def test_the_issues_tree_reaches_every_subdirectory():
 def test_head_mode_is_unchanged_on_the_issues_tree():
     """Head mode still shows the 100 oldest: all from a/huge."""
     raw = b"".join(n + b"\0" for n in issue_tree())
-    got = digest.glob([raw], ROOT, cap=100, sample=False, artifact=False, every=False)
+    got = digest.digest_glob([raw], ROOT, cap=100, sample=False, artifact=False, every=False)
     assert got.shown == [f"a/huge/old{i:03}" for i in range(100)] and not got.page.sampled
 
 

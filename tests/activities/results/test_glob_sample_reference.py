@@ -1,6 +1,6 @@
-"""Sampled glob pages against a plain reference allocation of SPEC §3, on generated trees
-of 10 to 100,000 paths with scattered times; the issue-46 example; the top-level-only page
-past the sampler's memory budget, and its footer."""
+"""Sampled glob pages against a plain reference allocation of the sampling rule
+(docs/configuration.md), on generated trees of 10 to 100,000 paths with scattered times; the
+issue-46 example; the top-level-only page past the sampler's memory budget, and its footer."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from unittest import mock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fs_search.activities._workspace import SearchTarget
 from fs_search.activities.results import _digest as digest
 from fs_search.activities.results import _glob_members as glob_members
 from fs_search.activities.results import _glob_tree as glob_tree
 from fs_search.activities.results import _text as render
-from fs_search.activities.workspace import SearchTarget
 from tests.activities.results.sampling import reference_page, top_level_page
 from tests.activities.results.scattered import issue_136, plain_page
 
@@ -28,7 +28,7 @@ ODD = [b"", b"", b"", b" x", b"*", b"[a]", b"\xc3\xa9", b"\xff\xfe", b"\n", b"\\
 
 def digested(names: list[bytes], cap: int) -> digest.GlobDigest:
     raw = b"".join(n + b"\0" for n in names)
-    return digest.glob([raw], ROOT, cap=cap, sample=True, artifact=False, every=False)
+    return digest.digest_glob([raw], ROOT, cap=cap, sample=True, artifact=False, every=False)
 
 
 def generate(rng: random.Random, paths: int, *, tops: int, more: int, small: int, depth: int,

@@ -9,10 +9,10 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fs_search.activities._workspace import SearchTarget
 from fs_search.activities.results import _digest as digest
 from fs_search.activities.results import _text as render
 from fs_search.activities.results._offload import halves
-from fs_search.activities.workspace import SearchTarget
 
 TARGET = SearchTarget(run_dir="/w/src", file_arg=None, prefix="src", root="src")
 # Path parts and line texts, hostile ones included: line breaks of every kind a reader
@@ -94,8 +94,8 @@ def test_a_split_grep_digest_is_the_digest_of_the_whole(output, cap, max_line_by
     head, tail = halves(list(chunks), len(raw))
     part = digest.grep_part(list(tail), TARGET, **kw)
     for got in (
-        digest.grep(list(chunks), TARGET, **kw),
-        digest.grep(head, TARGET, rest=lambda: part, **kw),
+        digest.digest_grep(list(chunks), TARGET, **kw),
+        digest.digest_grep(head, TARGET, rest=lambda: part, **kw),
     ):
         assert (got.total, got.files, got.page) == (len(matches), files, page)
         assert got.every == (None if spill else ordered)

@@ -7,12 +7,13 @@ import re
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from fs_search.activities.contract import GlobRequest, GrepRequest, ReadSpillRequest
+from fs_search.activities._contract import GlobRequest, GrepRequest, ReadSpillRequest
+from fs_search.activities._workspace import SearchTarget
 from fs_search.activities.results import _digest as digest
 from fs_search.activities.results import _text as render
 from fs_search.activities.results._text import GlobPage, SpillNote
-from fs_search.activities.workspace import SearchTarget
 from tests.helpers import write_tree
+from tests.oracles import grep_artifact
 
 # Each character some reader renders as a line break, and the escape text shown for it.
 BREAKS = {
@@ -31,10 +32,10 @@ ALL = "".join(BREAKS)
 
 
 def glob_artifact(paths: list[str]) -> str:
-    """The glob spill artifact digest.glob builds for an rg listing of ``paths``."""
+    """The glob spill artifact digest.digest_glob builds for an rg listing of ``paths``."""
     raw = b"".join(p.encode() + b"\0" for p in paths)
     root = SearchTarget(run_dir="/w", file_arg=None, prefix="", root=".")
-    got = digest.glob([raw], root, cap=1, sample=False, artifact=True, every=False)
+    got = digest.digest_glob([raw], root, cap=1, sample=False, artifact=True, every=False)
     assert got.artifact is not None
     # Built in place as UTF-8 bytes when the names need no escaping.
     return got.artifact if isinstance(got.artifact, str) else got.artifact.decode()
@@ -81,7 +82,7 @@ def test_grep_text_and_artifact_escape_paths_and_previews():
         "  Line 1: x" + "".join(BREAKS.values()) + "  Line 99: forged",
         "  Line 2: ok",
     ]
-    artifact = render.grep_artifact(files)
+    artifact = grep_artifact(files)
     # path, 2 lines, blank, path, 1 line
     assert artifact.count("\n") == len(artifact.splitlines()) == 6
     assert artifact.splitlines()[5] == "  Line 3: \\u2028" + "".join(BREAKS.values())
@@ -90,7 +91,7 @@ def test_grep_text_and_artifact_escape_paths_and_previews():
 def test_clean_artifacts_are_unchanged():
     """Names and lines without breaks render exactly as before (backslashes kept)."""
     assert glob_artifact(["a\\b", "c"]) == "a\\b\nc\n"
-    assert render.grep_artifact([("a\\b", [(1, "x\\ny")])]) == "a\\b:\n  Line 1: x\\ny\n"
+    assert grep_artifact([("a\\b", [(1, "x\\ny")])]) == "a\\b:\n  Line 1: x\\ny\n"
 
 
 # --- end to end: real files, real rg, the real file store --------------------------

@@ -12,11 +12,11 @@ import threading
 
 import pytest
 
+from fs_search.activities._workspace import SearchTarget
 from fs_search.activities.results import _digest as digest
 from fs_search.activities.results import _parse as parse
 from fs_search.activities.results._helper import HEADER, frame, job_name
 from fs_search.activities.results._offload import Offload, halves, mmap_large_allocations
-from fs_search.activities.workspace import SearchTarget
 from tests.procs import alive, group
 
 TARGET = SearchTarget(run_dir="/tmp", file_arg=None, prefix="src", root="src")
@@ -49,11 +49,11 @@ def chunks_of(data: bytes, size: int = 65536) -> list[bytes]:
 async def test_concurrent_large_digests_use_helpers_with_identical_results():
     """Large digests running at once go to helper processes and give the thread's result."""
     data = rg_json(40, 100)
-    expected = digest.grep(chunks_of(data), **KW)
+    expected = digest.digest_grep(chunks_of(data), **KW)
     offload = Offload(2, threshold=1024)
     try:
         results = await asyncio.gather(
-            *[offload.run(digest.grep, chunks_of(data), **KW) for _ in range(4)]
+            *[offload.run(digest.digest_grep, chunks_of(data), **KW) for _ in range(4)]
         )
         assert all(r == expected for r in results)
         assert len(offload.helper_pids) == 2
@@ -65,8 +65,10 @@ async def test_concurrent_large_digests_use_helpers_with_identical_results():
 async def test_a_lone_or_small_digest_stays_in_a_thread():
     """One digest at a time, or a small one, never starts a helper."""
     offload = Offload(2, threshold=1024)
-    await offload.run(digest.grep, chunks_of(rg_json(40, 100)), **KW)
-    await asyncio.gather(*[offload.run(digest.grep, [rg_json(1, 1)], **KW) for _ in range(3)])
+    await offload.run(digest.digest_grep, chunks_of(rg_json(40, 100)), **KW)
+    await asyncio.gather(
+        *[offload.run(digest.digest_grep, [rg_json(1, 1)], **KW) for _ in range(3)]
+    )
     assert offload.helper_pids == []
 
 
@@ -75,13 +77,13 @@ async def test_errors_cross_back_and_the_helper_stays_usable():
     offload = Offload(1, threshold=10)
     try:
         outcomes = await asyncio.gather(
-            *[offload.run(digest.grep, [b"not json\n" * 100], **KW) for _ in range(2)],
+            *[offload.run(digest.digest_grep, [b"not json\n" * 100], **KW) for _ in range(2)],
             return_exceptions=True,
         )
         assert all(isinstance(o, parse.MalformedOutput) for o in outcomes)
         pids = offload.helper_pids
         good = await asyncio.gather(
-            *[offload.run(digest.grep, [rg_json(2, 3)], **KW) for _ in range(2)]
+            *[offload.run(digest.digest_grep, [rg_json(2, 3)], **KW) for _ in range(2)]
         )
         assert all(g.total == 6 for g in good) and offload.helper_pids == pids
     finally:
@@ -97,7 +99,7 @@ async def test_a_dead_helper_falls_back_to_a_thread():
         os.killpg(pid, signal.SIGKILL)
         await asyncio.sleep(0.1)
         results = await asyncio.gather(
-            *[offload.run(digest.grep, [rg_json(3, 3)], **KW) for _ in range(2)]
+            *[offload.run(digest.digest_grep, [rg_json(3, 3)], **KW) for _ in range(2)]
         )
         assert [r.total for r in results] == [9, 9]
         assert pid not in offload.helper_pids
@@ -110,8 +112,8 @@ async def test_cancelling_a_call_discards_its_helper():
     offload = Offload(1, threshold=10)
     big = [rg_json(200, 500)]
     try:
-        blocker = asyncio.ensure_future(offload.run(digest.grep, [rg_json(1, 1)], **KW))
-        task = asyncio.ensure_future(offload.run(digest.grep, big, **KW))
+        blocker = asyncio.ensure_future(offload.run(digest.digest_grep, [rg_json(1, 1)], **KW))
+        task = asyncio.ensure_future(offload.run(digest.digest_grep, big, **KW))
         await blocker
         await asyncio.sleep(0.05)
         pids = offload.helper_pids
@@ -146,7 +148,7 @@ def test_helper_exits_when_its_stdin_closes():
     )
     assert proc.stdin is not None and proc.stdout is not None
     raw = rg_json(1, 2)
-    proc.stdin.write(frame((job_name(digest.grep), (), KW)) + HEADER.pack(len(raw)) + raw)
+    proc.stdin.write(frame((job_name(digest.digest_grep), (), KW)) + HEADER.pack(len(raw)) + raw)
     proc.stdin.flush()
     size = HEADER.unpack(proc.stdout.read(HEADER.size))[0]
     import pickle
@@ -163,7 +165,9 @@ async def test_glob_digests_stay_in_a_thread():
     offload = Offload(2, threshold=10)
     try:
         kw = {"target": KW["target"], "cap": 5, "sample": True, "artifact": True, "every": False}
-        results = await asyncio.gather(*[offload.run(digest.glob, [raw], **kw) for _ in range(3)])
+        results = await asyncio.gather(
+            *[offload.run(digest.digest_glob, [raw], **kw) for _ in range(3)]
+        )
         assert offload.helper_pids == []
         assert all(r.total == 20_000 and len(r.shown) == 5 for r in results)
     finally:
@@ -251,14 +255,14 @@ async def test_a_lone_large_grep_is_split_between_a_helper_and_a_thread():
     """Alone but large, a grep digest has its output's second half parsed in a helper:
     the result is the thread's result, and a helper ran although nothing else did."""
     data = rg_json(40, 100)
-    expected = digest.grep(chunks_of(data), **KW)
+    expected = digest.digest_grep(chunks_of(data), **KW)
     offload = Offload(1, split_threshold=64 * 1024)
     try:
         chunks = chunks_of(data)
-        assert await offload.run(digest.grep, chunks, **KW) == expected
+        assert await offload.run(digest.digest_grep, chunks, **KW) == expected
         assert chunks == [] and len(offload.helper_pids) == 1
         # Lone and small: a thread, as before.
-        assert (await offload.run(digest.grep, [rg_json(1, 2)], **KW)).total == 2
+        assert (await offload.run(digest.digest_grep, [rg_json(1, 2)], **KW)).total == 2
     finally:
         offload.shutdown()
 
@@ -271,7 +275,7 @@ async def test_a_shared_process_digests_a_lone_large_grep_in_one_helper(monkeypa
     helper takes the other core). Its answer is the thread's; a small digest still runs
     here."""
     data = rg_json(40, 100)
-    expected = digest.grep(chunks_of(data), **KW)
+    expected = digest.digest_grep(chunks_of(data), **KW)
     parsed_here: list[int] = []
     real = parse.parse_chunks
 
@@ -282,11 +286,11 @@ async def test_a_shared_process_digests_a_lone_large_grep_in_one_helper(monkeypa
     monkeypatch.setattr(parse, "parse_chunks", counted)
     offload = Offload(2, threshold=1024, split_threshold=64 * 1024, shared=shared)
     try:
-        assert await offload.run(digest.grep, chunks_of(data), **KW) == expected
+        assert await offload.run(digest.digest_grep, chunks_of(data), **KW) == expected
         assert len(offload.helper_pids) == 1
         assert bool(parsed_here) is not shared, parsed_here
         parsed_here.clear()
-        assert (await offload.run(digest.grep, [rg_json(1, 2)], **KW)).total == 2
+        assert (await offload.run(digest.digest_grep, [rg_json(1, 2)], **KW)).total == 2
         assert parsed_here and len(offload.helper_pids) == 1
     finally:
         offload.shutdown()
@@ -300,8 +304,8 @@ async def test_a_malformed_half_of_a_split_output_is_reported(where):
     offload = Offload(1, split_threshold=64 * 1024)
     try:
         with pytest.raises(parse.MalformedOutput):
-            await offload.run(digest.grep, chunks_of(data), **KW)
-        assert (await offload.run(digest.grep, chunks_of(good), **KW)).total == 4000
+            await offload.run(digest.digest_grep, chunks_of(data), **KW)
+        assert (await offload.run(digest.digest_grep, chunks_of(good), **KW)).total == 4000
     finally:
         offload.shutdown()
 
@@ -312,13 +316,13 @@ async def test_cancelling_a_split_digest_leaves_the_offload_usable():
     big = rg_json(200, 500)
     offload = Offload(1, split_threshold=64 * 1024)
     try:
-        task = asyncio.ensure_future(offload.run(digest.grep, chunks_of(big), **KW))
+        task = asyncio.ensure_future(offload.run(digest.digest_grep, chunks_of(big), **KW))
         await asyncio.sleep(0.05)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
         data = rg_json(40, 100)
-        assert await offload.run(digest.grep, chunks_of(data), **KW) == digest.grep(
+        assert await offload.run(digest.digest_grep, chunks_of(data), **KW) == digest.digest_grep(
             chunks_of(data), **KW
         )
         assert len(offload.helper_pids) == 1

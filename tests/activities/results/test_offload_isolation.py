@@ -41,10 +41,12 @@ async def test_helpers_never_import_from_the_cwd_or_pythonpath(tmp_path, monkeyp
     if where == "PYTHONPATH":
         monkeypatch.setenv("PYTHONPATH", str(tmp_path / "hostile"))
     data = rg_json(20, 50)
-    expected = digest.grep([data], **KW)
+    expected = digest.digest_grep([data], **KW)
     offload = Offload(1, threshold=10)
     try:
-        results = await asyncio.gather(*[offload.run(digest.grep, [data], **KW) for _ in range(2)])
+        results = await asyncio.gather(
+            *[offload.run(digest.digest_grep, [data], **KW) for _ in range(2)]
+        )
         cwds = [os.readlink(f"/proc/{pid}/cwd") for pid in offload.helper_pids]
     finally:
         offload.shutdown()

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from fs_search.activities.results import _parse as parse
 from fs_search.activities.rg import _command as command
+from tests.oracles import by_path
 
 
 def _match(path: dict, line: dict, number: int) -> bytes:
@@ -42,7 +43,7 @@ def test_grep_stream_keeps_only_matches():
     for i in range(0, len(data), 7):
         stream.feed(data[i : i + 7])
     stream.finish()
-    assert stream.by_path() == [("a.py", [(3, "x = 1")])]
+    assert by_path(stream) == [("a.py", [(3, "x = 1")])]
     assert stream.total == 1
 
 
@@ -51,13 +52,13 @@ def test_bytes_fields_are_decoded_lossily():
     path = {"bytes": base64.b64encode(b"caf\xe9.txt").decode()}
     line = {"bytes": base64.b64encode(b"na\xefve\n").decode()}
     stream = parse.parse_chunks([_match(path, line, 7) + SUMMARY])
-    assert stream.by_path() == [("caf\ufffd.txt", [(7, "na\ufffdve")])]
+    assert by_path(stream) == [("caf\ufffd.txt", [(7, "na\ufffdve")])]
 
 
 def test_colons_in_paths_and_lines_survive():
     """Paths and lines with colons are not split (the reason for --json)."""
     stream = parse.parse_chunks([_match({"text": "a:1:b.txt"}, {"text": "k: v: 2\n"}, 9)])
-    assert stream.by_path() == [("a:1:b.txt", [(9, "k: v: 2")])]
+    assert by_path(stream) == [("a:1:b.txt", [(9, "k: v: 2")])]
 
 
 @pytest.mark.parametrize("line", [b"not json at all\n", b'{"type":"match","data":{}}\n'])
@@ -74,7 +75,7 @@ def test_files_ordered_by_path_components_lines_by_number():
         for p, n in [("b.txt", 2), ("a/z.txt", 9), ("a-c.txt", 1), ("b.txt", 1), ("a/z.txt", 3)]
     )
     stream = parse.parse_chunks([data + SUMMARY])
-    assert [(p, [n for n, _ in lines]) for p, lines in stream.by_path()] == [
+    assert [(p, [n for n, _ in lines]) for p, lines in by_path(stream)] == [
         ("a/z.txt", [3, 9]),
         ("a-c.txt", [1]),
         ("b.txt", [1, 2]),
@@ -89,7 +90,7 @@ def test_only_needed_fields_are_parsed_but_full_messages_still_work():
         b'{"type":"match","data":{"path":{"text":"b"},"lines":{"text":"r\\n"},"line_number":2}}\n'
     )
     stream = parse.parse_chunks([full + bare + SUMMARY])
-    assert stream.by_path() == [("a", [(1, "q")]), ("b", [(2, "r")])]
+    assert by_path(stream) == [("a", [(1, "q")]), ("b", [(2, "r")])]
 
 
 @pytest.mark.parametrize(
@@ -99,7 +100,7 @@ def test_only_needed_fields_are_parsed_but_full_messages_still_work():
 def test_one_end_of_line_is_stripped(raw, stripped):
     """Only one trailing \\n or \\r\\n is removed from a match's line."""
     stream = parse.parse_chunks([_match({"text": "a"}, {"text": raw}, 1)])
-    assert stream.by_path() == [("a", [(1, stripped)])]
+    assert by_path(stream) == [("a", [(1, stripped)])]
 
 
 @pytest.mark.parametrize(
@@ -139,7 +140,7 @@ def test_one_huge_line_in_many_chunks_parses_in_linear_time():
     data = _match({"text": "big.txt"}, {"text": text + "\n"}, 1) + SUMMARY
     stream = parse.parse_chunks(_pieces(data, SMALL_CHUNK))
     assert stream.total == 1
-    [(path, [(number, line)])] = stream.by_path()
+    [(path, [(number, line)])] = by_path(stream)
     assert (path, number, len(line)) == ("big.txt", 1, HUGE)
 
 
@@ -177,8 +178,8 @@ def test_chunking_never_changes_the_parse(size):
     whole = parse.parse_chunks([data])
     cut = parse.parse_chunks(_pieces(data, size))
     assert (
-        cut.by_path()
-        == whole.by_path()
+        by_path(cut)
+        == by_path(whole)
         == [
             ("a.py", [(1, "one"), (2, "two")]),
             ("b/c.py", [(3, "three")]),
@@ -249,7 +250,7 @@ def test_bulk_and_line_by_line_parses_agree(files, size):
             messages.append((path, line, number))
     data = b"".join(out) + SUMMARY
     stream = parse.parse_chunks([data[i : i + size] for i in range(0, len(data), size)])
-    assert stream.by_path() == _expected(messages)
+    assert by_path(stream) == _expected(messages)
     assert stream.total == len(messages)
 
 
@@ -258,7 +259,7 @@ def test_a_chunk_with_one_unusual_match_is_read_line_by_line():
     plain = _match({"text": "a"}, {"text": 'say "hi"\\n\n'}, 1)
     odd = _match({"text": "a"}, {"bytes": base64.b64encode(b"\xff\n").decode()}, 2)
     stream = parse.parse_chunks([BEGIN + plain + odd + SUMMARY])
-    assert stream.by_path() == [("a", [(1, 'say "hi"\\n'), (2, "\ufffd")])]
+    assert by_path(stream) == [("a", [(1, 'say "hi"\\n'), (2, "\ufffd")])]
 
 
 @pytest.mark.parametrize(
@@ -327,5 +328,5 @@ def test_real_rg_output_of_hostile_files_parses_as_json_loads_says(tmp_path, rg_
     assert sum(len(lines) for _, lines in expected) == 3000 + 3 + 2 + 6 + 1 + 2 + 1 + 1 + 2
     for size in (1 << 20, 65536, 4093, 997):
         stream = parse.parse_chunks(_pieces(out, size))
-        assert stream.by_path() == expected, size
+        assert by_path(stream) == expected, size
         assert stream.total == 3018

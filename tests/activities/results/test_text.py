@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from fs_search.activities.contract import ReadSpillResult
+from fs_search.activities._contract import ReadSpillResult
 from fs_search.activities.results import _text as render
 from fs_search.activities.results._text import GlobPage, Line, SpillNote
+from tests.oracles import grep_artifact
 
 
 def test_under_cap_has_no_footer():
@@ -83,7 +84,7 @@ def test_grep_footer_and_artifact():
     assert "  Line 1: tttt (line truncated)" in text
     assert "(Showing 2 of 5 matching lines in 1 files. 3 more not shown.)" in text
     assert "Saved all 5 matching lines (full text) to: L\nH" in text
-    artifact = render.grep_artifact(files + [("b.py", [(7, "u")])])
+    artifact = grep_artifact(files + [("b.py", [(7, "u")])])
     assert artifact.count("tttttttttt") == 5 and "truncated" not in artifact
     assert artifact.endswith("  Line 5: tttttttttt\n\nb.py:\n  Line 7: u\n")
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from fs_search.activities.contract import ErrorCode
-from fs_search.activities.errors import SearchError
-from fs_search.activities.held_root import HeldRoot
-from fs_search.activities.progress import Progress
+from fs_search.activities._contract import ErrorCode
+from fs_search.activities._errors import SearchError
+from fs_search.activities._held_root import HeldRoot
+from fs_search.activities._progress import Progress
 from fs_search.activities.rg._executor import Executor, default_backstop
 from fs_search.activities.rg._fork_client import SERVER, ForkServerClient, _options
 from fs_search.activities.rg._sandbox import FORK_CHILD, Sandbox, sandbox_for
@@ -277,7 +277,7 @@ async def test_stdout_is_kept_as_read_and_stderr_is_bounded(tmp_path):
 
 
 async def test_nice_lowers_every_thread_of_the_group(executor, huge, rg_bin):
-    """``nice`` reaches rg and all its threads (the launcher forks after it is set)."""
+    """``nice`` reaches rg and all its threads (the fork server's thread takes it before it forks rg)."""
     task = asyncio.ensure_future(
         executor.run(
             grep_argv(rg_bin),

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fs_search.activities.contract import ErrorCode
-from fs_search.activities.errors import SearchError
+from fs_search.activities._contract import ErrorCode
+from fs_search.activities._errors import SearchError
 from fs_search.activities.rg._outcome import PatternSuspect, pattern_error_message, rg_outcome
 
 

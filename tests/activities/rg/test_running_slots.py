@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from fs_search.activities.rg._running_slots import RunningSlots
+from tests.oracles import running_for
 
 
 async def _settle() -> None:
@@ -70,13 +71,13 @@ async def test_one_key_never_runs_more_than_per_key() -> None:
 
     async def call(key: str) -> None:
         async with slots.slot(key):
-            peak[key] = max(peak.get(key, 0), slots.running_for(key))
+            peak[key] = max(peak.get(key, 0), running_for(slots, key))
             await go.wait()
 
     tasks = [asyncio.create_task(call("a")) for _ in range(6)]
     tasks.append(asyncio.create_task(call("b")))
     await _settle()
-    assert slots.running == 3 and slots.running_for("a") == 2 and slots.running_for("b") == 1
+    assert slots.running == 3 and running_for(slots, "a") == 2 and running_for(slots, "b") == 1
     go.set()
     await asyncio.gather(*tasks)
     assert peak == {"a": 2, "b": 1} and slots.running == 0
@@ -117,6 +118,6 @@ async def test_a_slot_granted_as_the_waiter_is_cancelled_is_passed_on() -> None:
     with pytest.raises(asyncio.CancelledError):
         await waiting
     await asyncio.wait_for(then, 5)  # c got the slot b never used
-    assert slots.running == 1 and slots.running_for("c") == 1
+    assert slots.running == 1 and running_for(slots, "c") == 1
     slots.release("c")
     assert slots.running == 0

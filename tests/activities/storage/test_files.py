@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from fs_search.activities.errors import SearchError
-from fs_search.activities.results._paging import MAX_PAGE_BYTES, Pager, page_of
+from fs_search.activities._errors import SearchError
+from fs_search.activities.results._paging import MAX_PAGE_BYTES, Pager
 from fs_search.activities.storage import FileSpillStore, SpillKey
 from tests.helpers import Link, write_tree
+from tests.oracles import page_of
 
 
 def test_keys_are_deterministic_and_percent_encoded():

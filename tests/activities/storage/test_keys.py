@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from fs_search.activities.contract import GlobRequest, ReadSpillRequest
-from fs_search.activities.errors import SearchError
+from fs_search.activities._contract import GlobRequest, ReadSpillRequest
+from fs_search.activities._errors import SearchError
 from fs_search.activities.storage import FileSpillStore, SpillKey
 from tests.helpers import write_tree
 

@@ -13,10 +13,10 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from fs_search.activities.catalogue import READ_SPILL_PROMPT
-from fs_search.activities.contract import GlobRequest, GrepRequest, ReadSpillRequest
-from fs_search.activities.errors import SearchError
-from fs_search.activities.identity import workspace_identity
+from fs_search.activities._catalogue import READ_SPILL_PROMPT
+from fs_search.activities._contract import GlobRequest, GrepRequest, ReadSpillRequest
+from fs_search.activities._errors import SearchError
+from fs_search.activities._identity import workspace_identity
 from fs_search.activities.storage import SpillKey, directory_owner
 from fs_search.activities.storage._s3 import S3SpillStore
 from fs_search.activities.storage._s3_client import client_kwargs

@@ -8,10 +8,10 @@ import socket
 
 from temporalio.testing import ActivityEnvironment
 
+from fs_search.activities._telemetry import SearchTelemetry
 from fs_search.activities.storage import SpillKey
 from fs_search.activities.storage._keys import spill_key
 from fs_search.activities.storage._spills import UNLABELLED, spill_workspace
-from fs_search.activities.telemetry import SearchTelemetry
 from tests.helpers import write_tree
 
 # How a workspaces root names its workspaces (worker/_fleet.py).

@@ -11,9 +11,9 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from fs_search.activities.contract import GlobRequest, GrepRequest, ReadSpillRequest
-from fs_search.activities.errors import SearchError
-from fs_search.activities.identity import workspace_identity
+from fs_search.activities._contract import GlobRequest, GrepRequest, ReadSpillRequest
+from fs_search.activities._errors import SearchError
+from fs_search.activities._identity import workspace_identity
 from fs_search.activities.storage import FileSpillStore, SpillKey, directory_owner
 from fs_search.activities.storage._s3 import S3SpillStore
 from fs_search.worker._processes import free_port

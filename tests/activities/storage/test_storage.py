@@ -10,8 +10,8 @@ from temporalio.converter import StorageDriverRetrieveContext, StorageDriverStor
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.contract import GlobRequest
+from fs_search.activities._config import FsSearchConfig
+from fs_search.activities._contract import GlobRequest
 from fs_search.activities.storage import (
     FileSpillStore,
     LocalDirectoryDriver,

@@ -13,8 +13,8 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from fs_search.activities.budget import SAVE_FLOOR_S
-from fs_search.activities.contract import GlobRequest
+from fs_search.activities._budget import SAVE_FLOOR_S
+from fs_search.activities._contract import GlobRequest
 from fs_search.activities.storage._payloads import keep_budget, storing_payload
 from fs_search.activities.storage._spills import NO_TIME_TO_SAVE
 from tests.helpers import write_tree

@@ -264,7 +264,7 @@ async def test_spill_read_pages_an_s3_artifact(s3, make_activities, tmp_path):
     """`fs-search spill read` pages through an S3 artifact and refuses foreign locators."""
     from temporalio.testing import ActivityEnvironment
 
-    from fs_search.activities.contract import GlobRequest
+    from fs_search.activities._contract import GlobRequest
     from fs_search.activities.storage._s3 import S3SpillStore
 
     prefix = f"cli-{uuid.uuid4().hex[:8]}"
@@ -320,7 +320,7 @@ def test_spill_read_page_arguments_are_the_models(tmp_path):
     assert "first line, 0-based (default: 0)" in usage
     assert "number of lines (default and at most: 2000)" in usage
     # The parser states them without loading the contract: they must be the model's.
-    from fs_search.activities.contract import MAX_READ_SPILL_LINES, ReadSpillRequest
+    from fs_search.activities._contract import MAX_READ_SPILL_LINES, ReadSpillRequest
     from fs_search.worker.cli._parser import SPILL_PAGE_LINES, SPILL_PAGE_OFFSET
 
     fields = ReadSpillRequest.model_fields

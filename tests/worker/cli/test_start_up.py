@@ -27,8 +27,8 @@ NOT_FOR_THE_PARSER = (
     "asyncio",
     "opentelemetry",
     "importlib.metadata",
-    "fs_search.activities.contract",
-    "fs_search.activities.config",
+    "fs_search.activities._contract",
+    "fs_search.activities._config",
     "fs_search.workflows",
 )
 # Never loaded by a one-off call in address mode: the worker's parts (Temporal's worker, and
@@ -40,7 +40,7 @@ NOT_FOR_A_ONE_OFF_CALL = (
     "fs_search.worker._devstack",
     "fs_search.worker.cli._embedded",
     "fs_search.worker.cli._dev",
-    "fs_search.activities.search",
+    "fs_search.activities._search",
     "fs_search.activities.rg",
     "fs_search.activities.storage._s3",
     "temporalio.contrib.opentelemetry",

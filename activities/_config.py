@@ -10,11 +10,11 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from fs_search.activities.contract import DEFAULT_TIMEOUT_MS
+from fs_search.activities._contract import DEFAULT_TIMEOUT_MS
 
 # The name to ``pip install`` (the package registry's ``fs-search`` is an unrelated project),
 # defined where ``fs-search --version`` reads it without loading pydantic.
-from fs_search.activities.distribution import DISTRIBUTION  # noqa: F401 - re-exported
+from fs_search.activities._distribution import DISTRIBUTION  # noqa: F401 - re-exported
 
 ENV_PREFIX = "FS_SEARCH_"
 SPILL_URL_ENV = "FS_SEARCH_SPILL_URL"

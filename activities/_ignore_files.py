@@ -33,9 +33,9 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from fs_search.activities.held_root import HeldRoot, Missing, Outside, Parts, Unresolvable
+from fs_search.activities._held_root import HeldRoot, Missing, Outside, Parts, Unresolvable
+from fs_search.activities._workspace import VCS_DIRS
 from fs_search.activities.rg import IgnoreFiles
-from fs_search.activities.workspace import VCS_DIRS
 
 # The ignore files rg reads in a directory, by the kind of ignore file they are.
 _DOT = (".ignore", ".rgignore")

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
-from fs_search.activities.contract import (
+from fs_search.activities._contract import (
     MAX_READ_SPILL_LINES,
     GlobArguments,
     GrepArguments,

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from temporalio import activity
 
-from fs_search.activities.budget import remaining_s
+from fs_search.activities._budget import remaining_s
 
 # The activity heartbeats every 0.25 s and the worker's throttle sends each beat (the
 # contract promises at most 0.5 s between beats), so a cancel reaches rg within ~0.3 s.

@@ -14,9 +14,9 @@ import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from fs_search.activities.contract import ErrorCode
-from fs_search.activities.errors import SearchError, invalid_argument
-from fs_search.activities.held_root import (
+from fs_search.activities._contract import ErrorCode
+from fs_search.activities._errors import SearchError, invalid_argument
+from fs_search.activities._held_root import (
     Found,
     HeldRoot,
     Missing,
@@ -25,8 +25,8 @@ from fs_search.activities.held_root import (
     Unresolvable,
     open_no_symlinks,
 )
-from fs_search.activities.identity import Identity
-from fs_search.activities.shown import escaped
+from fs_search.activities._identity import Identity
+from fs_search.activities._shown import escaped
 
 log = logging.getLogger(__name__)
 
@@ -87,16 +87,16 @@ class Workspace:
 
     Each call runs in the directory the workspace's path names when the call starts, held by
     descriptor for the whole call (:meth:`held`): every ``cwd``/``path`` is resolved beneath
-    that descriptor (:mod:`fs_search.activities.held_root`), so renaming or replacing names
+    that descriptor (:mod:`fs_search.activities._held_root`), so renaming or replacing names
     during the call never changes which directory it searches. A path that names nothing
     readable fails the call ("the workspace cannot be read"); a path that names another
     directory than before serves that one, under its own identity (results' ``workspace.root``,
-    :mod:`~fs_search.activities.identity`).
+    :mod:`~fs_search.activities._identity`).
 
     ``Workspace(path)``: the directory an operator named (``--workspace``). Its real path is
     taken once, at start-up (a symlink the operator named is followed then), and each call
     opens that real path again from ``/`` following no symlink at all
-    (:func:`~fs_search.activities.held_root.open_no_symlinks`): a directory re-created there
+    (:func:`~fs_search.activities._held_root.open_no_symlinks`): a directory re-created there
     is served under its new identity, but a symlink put at the path, or in place of any
     directory above it, is refused (SEARCH_FAILED "the workspace cannot be read", and a
     warning in the log) — whoever can write the workspace's parent cannot point later calls,

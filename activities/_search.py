@@ -14,17 +14,17 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Concatenate, Literal, ParamSpec, TypeVar
 
 from opentelemetry import trace
 from opentelemetry.trace import Span
 from temporalio import activity
 
 from fs_search.activities import results, rg
-from fs_search.activities.budget import budget_s, queue_budget_s
-from fs_search.activities.catalogue import tools_and_prompts
-from fs_search.activities.config import FsSearchConfig
-from fs_search.activities.contract import (
+from fs_search.activities._budget import budget_s, queue_budget_s
+from fs_search.activities._catalogue import tools_and_prompts
+from fs_search.activities._config import FsSearchConfig
+from fs_search.activities._contract import (
     GLOB_ACTIVITY,
     GREP_ACTIVITY,
     READ_SPILL_ACTIVITY,
@@ -41,12 +41,14 @@ from fs_search.activities.contract import (
     ToolsResult,
     WorkspaceRef,
 )
-from fs_search.activities.errors import SearchError, contract_errors, invalid_argument
-from fs_search.activities.held_root import HeldRoot
-from fs_search.activities.identity import identity_of
-from fs_search.activities.ignore_files import OutOfTime, Vetted, vet
-from fs_search.activities.progress import Progress, heartbeating, time_left
-from fs_search.activities.results import ModifiedOrder  # NumPy loads with the worker
+from fs_search.activities._errors import SearchError, contract_errors, invalid_argument
+from fs_search.activities._glob_listing import GlobListing
+from fs_search.activities._held_root import HeldRoot
+from fs_search.activities._identity import identity_of
+from fs_search.activities._ignore_files import OutOfTime, Vetted, vet
+from fs_search.activities._progress import Progress, heartbeating, time_left
+from fs_search.activities._telemetry import SearchTelemetry, mark_failed, outcome_of
+from fs_search.activities._workspace import SearchTarget, Workspace, this_host
 from fs_search.activities.rg import Executor, IgnoreFiles, RgRun
 from fs_search.activities.storage import (
     Spills,
@@ -55,18 +57,15 @@ from fs_search.activities.storage import (
     directory_owner,
     spill_workspace,
 )
-from fs_search.activities.telemetry import SearchTelemetry, mark_failed, outcome_of
-from fs_search.activities.workspace import SearchTarget, Workspace, this_host
 
 log = logging.getLogger(__name__)
+# A digest job's arguments and result, through to Offload.run (typed both ways).
+P = ParamSpec("P")
+R = TypeVar("R")
 
 # Under a workspaces root, each further call a workspace has in flight runs rg this much
 # nicer (at most 19).
 NICE_STEP = 5
-# A glob's listing is put in modification order here (its times read on two cores: faster
-# than rg's own sort) up to this much of it; a larger one is sorted by rg, whose order is the
-# same, at less memory than a list and a sort of every name in the worker.
-SORT_HERE_MAX_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -148,33 +147,47 @@ class SearchActivities:
         async with self._call("glob", req) as call:
             cfg = self.config
             with self._resolved(req, "glob", call) as (target, at):
-                with self._rg_span("glob", call.progress) as span:
-                    run, argv, order = await self._listing(req.pattern, at, call)
-                    span.set_attribute("fs_search.exit_code", run.returncode)
-                    try:
+                listing = GlobListing(
+                    req.pattern,
+                    rg_path=self._rg_path(),
+                    offload=self.offload,
+                    at=at,
+                    cap=cfg.raw_output_max_bytes,
+                )
+                async with listing:
+                    with self._rg_span("glob", call.progress) as span:
+                        try:
+                            run = await self._run_rg(
+                                listing.argv,
+                                at=at,
+                                call=call,
+                                max_stdout=listing.max_stdout,
+                                sink=listing.sink,
+                            )
+                        except SearchError as e:
+                            if not await listing.fall_back(e):  # too large to sort here?
+                                raise
+                            run = await self._run_rg(listing.argv, at=at, call=call)
+                        span.set_attribute("fs_search.exit_code", run.returncode)
                         # `rg --files` writes no closing message to look for: its exit
                         # code decides; a pattern error is confirmed with the same argv.
                         partial = await rg.check_exit(
                             run,
                             self.executor,
                             complete=True,
-                            clean_argv=argv,
+                            clean_argv=listing.argv,
                             file_arg=target.file_arg,
                             pattern=req.pattern,
                             budget_s=call.budget_s,
                         )
-                    except BaseException:
-                        if order is not None:
-                            await order.discard()
-                        raise
-                chunks = run.chunks
-                if order is not None:
-                    with self._phase("order", call.progress):
-                        chunks = await order.finish()
+                    chunks = run.chunks  # rg's own order, unless sorted here:
+                    if listing.sorts_here:
+                        with self._phase("order", call.progress):
+                            chunks = await listing.sorted()
             # Paged and (over the cap) rendered in full in one pass over the bytes.
             got = await self._digest(
                 call,
-                results.glob,
+                results.digest_glob,
                 chunks,
                 target,
                 cap=cfg.glob_max_results,
@@ -225,7 +238,7 @@ class SearchActivities:
                 with self._rg_span("grep", call.progress) as span:
                     # An ignore file that stops rg is skipped, and the text says so.
                     run, skipped = await rg.grep_past_ignore_files(
-                        lambda argv: self._run_rg(argv, at, call), argvs
+                        lambda argv: self._run_rg(argv, at=at, call=call), argvs
                     )
                     span.set_attribute("fs_search.exit_code", run.returncode)
                     # A pattern error is confirmed with the same search, no file operand
@@ -241,7 +254,7 @@ class SearchActivities:
                     )
             got = await self._digest(
                 call,
-                results.grep,
+                results.digest_grep,
                 run.chunks,
                 target,
                 cap=cfg.grep_max_matches,
@@ -389,7 +402,7 @@ class SearchActivities:
     async def _ignore_files(self, target: SearchTarget, call: Call) -> Vetted:
         """Which ignore files rg reads for a grep of ``target``: every one as rg applies
         them from the search root up, under Landlock (nothing outside the workspace can
-        be opened); without it, only those :func:`~fs_search.activities.ignore_files.vet`
+        be opened); without it, only those :func:`~fs_search.activities._ignore_files.vet`
         finds safe. A file target reads none (rg searches a named file whatever they say)."""
         sandbox = self.executor.sandbox
         if target.file_arg is not None or (sandbox is not None and sandbox.landlock_abi):
@@ -429,41 +442,12 @@ class SearchActivities:
             raise SearchError(ErrorCode.SEARCH_FAILED, "ripgrep is not available on this worker")
         return self.rg.path
 
-    async def _listing(
-        self, pattern: str, at: int, call: Call
-    ) -> tuple[RgRun, list[str], ModifiedOrder | None]:
-        """A glob's rg run and argv, and what puts its listing in modification order (None:
-        rg sorted it). rg walks, and the listing is sorted here as it comes
-        (:class:`~fs_search.activities.results.ModifiedOrder`: finish or discard it); a
-        listing too large to sort here (more than ``SORT_HERE_MAX_BYTES``: the walk is
-        stopped there) is listed again by rg, sorted."""
-        cap = self.config.raw_output_max_bytes
-        walk = rg.for_glob(pattern, rg=self._rg_path(), sort=False)
-        order = ModifiedOrder(self.offload, at, reserve=min(cap, SORT_HERE_MAX_BYTES))
-        try:
-            run = await self._run_rg(
-                walk, at, call, max_stdout=min(cap, SORT_HERE_MAX_BYTES), sink=order.feed
-            )
-        except BaseException as e:
-            await order.discard()
-            past_sort_here = (
-                isinstance(e, SearchError)
-                and e.code == ErrorCode.SEARCH_RAW_OUTPUT_OVERFLOW
-                and cap > SORT_HERE_MAX_BYTES
-            )
-            if not past_sort_here:
-                raise
-        else:
-            return run, walk, order
-        argv = rg.for_glob(pattern, rg=self._rg_path(), sort=True)
-        return await self._run_rg(argv, at, call), argv, None
-
     async def _run_rg(
         self,
         argv: list[str],
+        *,
         at: int,
         call: Call,
-        *,
         max_stdout: int | None = None,
         sink: Callable[[bytes], None] | None = None,
     ) -> RgRun:
@@ -486,8 +470,14 @@ class SearchActivities:
         )
 
     async def _digest(
-        self, call: Call, job: Any, chunks: list[bytes], *args: Any, **kwargs: Any
-    ) -> Any:
+        self,
+        call: Call,
+        job: Callable[Concatenate[list[bytes], P], R],
+        chunks: list[bytes],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> R:
         """rg's output digested once rg is done (overflowing output is never parsed), off
         the event loop: in a helper process when large, so concurrent searches use every
         core. ``chunks`` is consumed."""

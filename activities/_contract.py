@@ -20,7 +20,6 @@ import hashlib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Literal, Self
 
@@ -365,23 +364,9 @@ HOST_QUEUE_PREFIX = "fs-search-host/"
 # never fills the host's slots ahead of another workspace's call. The server retries it after
 # the pause the host asks (its next retry delay) for its first HAND_BACKS_ON_SERVER - 1
 # hand-backs, within its queueing budget; after that the failure is non-retryable and
-# FsSearchTools schedules the call again itself, at HANDED_BACK_PRIORITY.
+# FsSearchTools schedules the call again itself, at HANDED_BACK_PRIORITY (the whole rule and
+# its bounds: _attempts.py).
 WORKSPACE_BUSY = "FS_SEARCH_WORKSPACE_BUSY"
-# Attempts of a call a host queue may hand back to the server's retries: a server retry is a
-# timer and a dispatch on the server, where bringing the call back through its workflow is a
-# failure, two workflow tasks and a timer; the last attempt goes back to the caller (which
-# keeps its queueing budget and its lowest priority for calls handed back more often).
-HAND_BACKS_ON_SERVER = 3
-# The priority a call handed back (WORKSPACE_BUSY) is scheduled again with: Temporal's lowest
-# (new calls have the default, 3), so it waits behind every other workspace's new calls on
-# the host queue and a flood cycling through the queue never stands between a quiet
-# workspace and the worker.
-HANDED_BACK_PRIORITY = 5
-# The pause a handed-back call waits before it is scheduled again lies between these: the
-# host asks for one in that range (worker/_return_spacing.py), the caller keeps whatever it is
-# asked within them (workflows/_tools.py).
-MIN_HANDED_BACK_PAUSE = timedelta(seconds=1)
-MAX_HANDED_BACK_PAUSE = timedelta(seconds=30)
 
 
 def fairness_key_for(workspace_id: str) -> str:

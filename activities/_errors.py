@@ -9,7 +9,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from fs_search.activities.contract import ArgumentProblem, ErrorCode, capped, error_name
+from fs_search.activities._contract import ArgumentProblem, ErrorCode, capped, error_name
 
 if TYPE_CHECKING:
     from temporalio.exceptions import ApplicationError

@@ -12,8 +12,8 @@ from typing import Any, Protocol
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, Status, StatusCode
 
-from fs_search.activities.contract import ErrorCode
-from fs_search.activities.errors import BENIGN_CODES
+from fs_search.activities._contract import ErrorCode
+from fs_search.activities._errors import BENIGN_CODES
 
 INSTRUMENTATION = "fs_search"
 OK = "ok"

@@ -8,7 +8,7 @@ the same in the UI whichever route it took.
 from __future__ import annotations
 
 from fs_search.activities import results
-from fs_search.activities.contract import GlobRequest, GrepRequest, ReadSpillRequest
+from fs_search.activities._contract import GlobRequest, GrepRequest, ReadSpillRequest
 
 SUMMARY_MAX_BYTES = 200
 

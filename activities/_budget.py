@@ -28,14 +28,14 @@ from typing import Protocol
 
 from pydantic import BaseModel
 
-from fs_search.activities.contract import DEFAULT_TIMEOUT_MS
+from fs_search.activities._contract import DEFAULT_TIMEOUT_MS
 
 # How long a call may wait for a busy worker (in Temporal and in the worker's queue).
 DEFAULT_QUEUE_TIMEOUT = timedelta(minutes=5)
 # How soon a call no worker picked up is checked: a worker takes calls at once (it holds
 # many more than it runs), so this is how long an unserved workspace takes to report.
 DEFAULT_SCHEDULE_TO_START = timedelta(seconds=8)
-# The activity heartbeats every 0.25 s (progress.py); a worker silent this long is gone.
+# The activity heartbeats every 0.25 s (_progress.py); a worker silent this long is gone.
 DEFAULT_HEARTBEAT_TIMEOUT = timedelta(seconds=5)
 # Attempts of a call: a retry covers a worker that died or shut down mid-call.
 DEFAULT_MAX_ATTEMPTS = 3
