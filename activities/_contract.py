@@ -123,6 +123,8 @@ def _names(names: Collection[str]) -> str:
     """The first of ``names`` in sorted order, each cut short, and how many more there are
     (the first few picked in one pass: 200,000 names are not sorted to show eight)."""
     first = heapq.nsmallest(_NAMES_SHOWN, names)
+    # A name may hold what UTF-8 cannot carry (a lone surrogate from a model's JSON): escaped.
+    first = [n.encode("utf-8", "backslashreplace").decode("utf-8") for n in first]
     shown = [n if len(n) <= _NAME_CHARS else f"{n[:_NAME_CHARS]}…" for n in first]
     more = len(names) - len(shown)
     return ", ".join(shown) + (f" and {more:,} more" if more else "")

@@ -134,6 +134,10 @@ def test_refused_requests_still_build_and_decode():
         ("read_spill", {"locator": "l", "limit": 1.0}, "'limit' must be an integer"),
         ("grep", {"pattern": "x", "include": "a,b"}, "include 'a,b' must be one glob"),
         ("glob", {"pattern": "x" * (MAX_PATTERN_BYTES + 1)}, "the limit is 32768 bytes"),
+        # A name UTF-8 cannot carry (a lone surrogate from a model's JSON) is shown escaped.
+        ("glob", {"\ud800": [], "pattern": "*"}, "for glob: \\ud800 (allowed: pattern"),
+        # Unknown names come before other problems, the first in sorted order shown.
+        ("grep", {"pattern": 5, "zz": 1, "aa": 2}, "for grep: aa, zz (allowed: pattern"),
     ],
 )
 def test_model_arguments_are_checked_by_the_tool_model(tool, arguments, message):
@@ -141,6 +145,18 @@ def test_model_arguments_are_checked_by_the_tool_model(tool, arguments, message)
     with pytest.raises(ArgumentProblem) as refused:
         TOOL_ARGUMENTS[tool].checked(arguments)
     assert message in str(refused.value)
+    str(refused.value).encode("utf-8")  # what reaches the model goes through Temporal as UTF-8
+
+
+def test_two_hundred_thousand_unknown_names_are_counted_not_listed():
+    """The first eight in sorted order, and how many more (found in one pass)."""
+    arguments = {"pattern": "x", **{f"k{i:06d}": i for i in range(200_000)}}
+    with pytest.raises(ArgumentProblem) as refused:
+        TOOL_ARGUMENTS["grep"].checked(arguments)
+    assert str(refused.value) == (
+        "unexpected argument(s) for grep: k000000, k000001, k000002, k000003, k000004, "
+        "k000005, k000006, k000007 and 199,992 more (allowed: pattern, path, include)"
+    )
 
 
 def test_model_arguments_that_pass():

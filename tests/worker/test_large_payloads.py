@@ -45,7 +45,10 @@ async def test_s3_external_storage_between_processes(dev_env, s3, big):
             ],
         )
         queue = f"caller-{uuid.uuid4()}"
-        async with Worker(caller, task_queue=queue, workflows=[CallsWorkflow]):
+        # debug_mode: no deadlock detector. Decoding 200,000 paths and 100,000 matches in
+        # one workflow task took over its 2 s on a loaded machine, and the task was retried
+        # until the test's timeout; what is tested here is the payloads' way through S3.
+        async with Worker(caller, task_queue=queue, workflows=[CallsWorkflow], debug_mode=True):
             glob, grep = await caller.execute_workflow(
                 CallsWorkflow.run,
                 Calls(
@@ -98,7 +101,8 @@ async def test_in_process_worker_large_grep(dev_env, make_activities, big, spill
     wsid, queue = f"big-{uuid.uuid4()}", f"wf-{uuid.uuid4()}"
     async with (
         new_worker(dev_env.client, acts, workspace_id=wsid),
-        Worker(dev_env.client, task_queue=queue, workflows=[CallsWorkflow]),
+        # debug_mode: 100,000 matches decoded in one workflow task (see the test above).
+        Worker(dev_env.client, task_queue=queue, workflows=[CallsWorkflow], debug_mode=True),
     ):
         [grep] = await dev_env.client.execute_workflow(
             CallsWorkflow.run,
